@@ -1,0 +1,122 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/lmittmann/tint"
+	"github.com/mattn/go-isatty"
+
+	"github.com/reconcile/reconcile/internal/dbconn"
+)
+
+// globalFlags are accepted before the subcommand and by every subcommand.
+type globalFlags struct {
+	logFormat string
+	logLevel  string
+}
+
+func (g *globalFlags) register(fs *flag.FlagSet) {
+	// Registering the same destinations on every flag set lets the flags go
+	// before or after the subcommand name.
+	if g.logFormat == "" {
+		g.logFormat = "auto"
+	}
+	if g.logLevel == "" {
+		g.logLevel = "info"
+	}
+	fs.StringVar(&g.logFormat, "log-format", g.logFormat, "log format: text, json or auto (text on a terminal)")
+	fs.StringVar(&g.logLevel, "log-level", g.logLevel, "log level: debug, info, warn or error")
+}
+
+// newFlagSet returns the flag set of a subcommand. synopsis is the usage line
+// after "reconcile NAME", example a complete command line.
+func newFlagSet(e *env, name, synopsis, description, example string) *flag.FlagSet {
+	fs := flag.NewFlagSet(name, flag.ContinueOnError)
+	fs.SetOutput(e.stderr)
+	e.global.register(fs)
+	fs.Usage = func() {
+		w := fs.Output()
+		fmt.Fprintf(w, "Usage: reconcile %s %s\n\n%s\n\nFlags:\n", name, synopsis, description)
+		fs.PrintDefaults()
+		fmt.Fprintf(w, "\nExample:\n  %s\n", example)
+	}
+	return fs
+}
+
+// parseFlags parses args, turning parse errors into usage errors and refusing
+// stray positional arguments.
+func parseFlags(fs *flag.FlagSet, args []string) error {
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return err
+		}
+		return usageError(fmt.Errorf("%s: %w", fs.Name(), err))
+	}
+	if fs.NArg() > 0 {
+		return usageErrorf("%s: unexpected argument %q (flags start with --)", fs.Name(), fs.Arg(0))
+	}
+	return nil
+}
+
+// logger builds the process's one logger: tint on a terminal, JSON otherwise
+// or when asked.
+func (e *env) logger() (*slog.Logger, error) {
+	var level slog.Level
+	if err := level.UnmarshalText([]byte(e.global.logLevel)); err != nil {
+		return nil, usageErrorf("--log-level %q: want debug, info, warn or error", e.global.logLevel)
+	}
+	format := e.global.logFormat
+	if format == "auto" {
+		format = "json"
+		if f, ok := e.stderr.(*os.File); ok && isatty.IsTerminal(f.Fd()) {
+			format = "text"
+		}
+	}
+	switch format {
+	case "text":
+		return slog.New(tint.NewHandler(e.stderr, &tint.Options{Level: level, TimeFormat: time.TimeOnly,
+			NoColor: !isTerminal(e.stderr)})), nil
+	case "json":
+		return slog.New(slog.NewJSONHandler(e.stderr, &slog.HandlerOptions{Level: level})), nil
+	default:
+		return nil, usageErrorf("--log-format %q: want text, json or auto", e.global.logFormat)
+	}
+}
+
+func isTerminal(w io.Writer) bool {
+	f, ok := w.(*os.File)
+	return ok && isatty.IsTerminal(f.Fd())
+}
+
+// connect opens a pool on the configured database (DATABASE_URL or the PG*
+// variables). The connection string never appears in errors unredacted.
+func (e *env) connect(ctx context.Context, logger *slog.Logger) (*pgxpool.Pool, error) {
+	url := e.getenv("DATABASE_URL")
+	if url == "" && e.getenv("PGHOST") == "" && e.getenv("PGSERVICE") == "" {
+		return nil, usageErrorf("no database configured: set DATABASE_URL (or PGHOST and friends), or try `reconcile demo`, which starts a throwaway one")
+	}
+	pool, err := dbconn.Open(ctx, dbconn.Config{URL: url, Logger: logger})
+	if err != nil {
+		return nil, err
+	}
+	return pool, nil
+}
+
+// stringList is a repeatable string flag.
+type stringList []string
+
+func (s *stringList) String() string { return strings.Join(*s, ",") }
+
+func (s *stringList) Set(v string) error {
+	*s = append(*s, v)
+	return nil
+}

@@ -1,0 +1,14 @@
+//go:build !linux
+
+package pgserver
+
+import (
+	"os"
+	"os/exec"
+)
+
+var sigFastShutdown = os.Interrupt
+
+func setOwner(*exec.Cmd, *ids) {}
+
+func dieWithParent(*exec.Cmd) {}
