@@ -1,0 +1,271 @@
+package ledger_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/reconcile/reconcile/internal/ledger"
+	"github.com/reconcile/reconcile/internal/pgtest"
+)
+
+func TestMain(m *testing.M) { pgtest.Main(m) }
+
+// seedRun creates a run of n items spread over the given number of accounts.
+func seedRun(t testing.TB, pool *pgxpool.Pool, n, accounts int) uuid.UUID {
+	t.Helper()
+	ctx := context.Background()
+	runID := uuid.New()
+	err := pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
+		if _, err := tx.Exec(ctx, `
+			INSERT INTO runs (run_id, reconciliation_id, business_date, generation, trigger, triggered_by, source, source_sha256, time_zone, item_count)
+			VALUES ($1::uuid, 'nightly-' || $1::uuid::text, '2026-10-24', 1, 'manual', 'test', 'test', '', 'UTC', $2)`, runID, n); err != nil {
+			return err
+		}
+		rows := make([][]any, n)
+		for i := range rows {
+			id := fmt.Sprintf("tx%05d", i)
+			rows[i] = []any{runID, id, fmt.Sprintf("acc%03d", i%accounts), "k:" + runID.String() + ":" + id,
+				int64(100 + i), "EUR", "succeeded", mustTime(t), ledger.ShardOf(id)}
+		}
+		if _, err := tx.CopyFrom(ctx, pgx.Identifier{"items"},
+			[]string{"run_id", "transaction_id", "account_id", "idempotency_key", "amount_minor", "currency", "status", "occurred_at", "shard"},
+			pgx.CopyFromRows(rows)); err != nil {
+			return err
+		}
+		return ledger.InitCounters(ctx, tx, runID)
+	})
+	if err != nil {
+		t.Fatalf("seed run: %v", err)
+	}
+	return runID
+}
+
+func record(ctx context.Context, pool *pgxpool.Pool, c ledger.Change) (ledger.Result, error) {
+	var res ledger.Result
+	err := pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
+		var err error
+		res, err = ledger.Record(ctx, tx, c)
+		return err
+	})
+	return res, err
+}
+
+func TestRecordIsConditional(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	pool := pgtest.New(t)
+	runID := seedRun(t, pool, 2, 1)
+
+	c := ledger.Change{RunID: runID, TransactionID: "tx00000", From: ledger.Queued, To: ledger.Matched,
+		Called: true, Attempt: 1, HTTPStatus: 200, Reason: "matched", Actor: "test",
+		Provider: &ledger.Provider{AmountMinor: 100, Currency: "EUR", Status: "succeeded"}}
+	if _, err := record(ctx, pool, c); err != nil {
+		t.Fatal(err)
+	}
+	// A duplicate delivery that saw the item queued must not record again.
+	c.To, c.Reason = ledger.Mismatched, "mismatched"
+	if _, err := record(ctx, pool, c); !errors.Is(err, ledger.ErrConflict) {
+		t.Fatalf("second terminal change: err = %v, want ErrConflict", err)
+	}
+	var state string
+	var transitions, attempts int
+	if err := pool.QueryRow(ctx, `SELECT state, attempts, (SELECT count(*) FROM transitions WHERE transaction_id = 'tx00000')
+		FROM items WHERE transaction_id = 'tx00000'`).Scan(&state, &attempts, &transitions); err != nil {
+		t.Fatal(err)
+	}
+	if state != "matched" || attempts != 1 || transitions != 1 {
+		t.Fatalf("state=%s attempts=%d transitions=%d, want matched 1 1", state, attempts, transitions)
+	}
+}
+
+func TestRecordRefusesLeavingATerminalState(t *testing.T) {
+	t.Parallel()
+	pool := pgtest.New(t)
+	runID := seedRun(t, pool, 1, 1)
+	_, err := record(context.Background(), pool, ledger.Change{RunID: runID, TransactionID: "tx00000",
+		From: ledger.DeadLettered, To: ledger.Matched, Reason: "x", Actor: "test"})
+	if err == nil || errors.Is(err, ledger.ErrConflict) {
+		t.Fatalf("err = %v, want a refusal", err)
+	}
+}
+
+// TestCompletionJoinExactlyOnce drives every item of a run to a terminal state
+// from many concurrent transactions and checks that the run and each account
+// get exactly one completion record whose totals equal a direct count.
+func TestCompletionJoinExactlyOnce(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	pool := pgtest.New(t)
+	const n, accounts, workers = 1200, 7, 12
+	runID := seedRun(t, pool, n, accounts)
+
+	outcomes := []ledger.State{ledger.Matched, ledger.Mismatched, ledger.Missing, ledger.DeadLettered}
+	next := atomic.Int64{}
+	var runDone, accountsDone atomic.Int64
+	var wg sync.WaitGroup
+	errs := make(chan error, workers)
+	for w := range workers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			rnd := rand.New(rand.NewPCG(uint64(w), 1))
+			for {
+				i := next.Add(1) - 1
+				if i >= n {
+					return
+				}
+				id := fmt.Sprintf("tx%05d", i)
+				// Some items take a retry first, so both kinds of change interleave.
+				from := ledger.Queued
+				if rnd.IntN(4) == 0 {
+					if _, err := record(ctx, pool, ledger.Change{RunID: runID, TransactionID: id, From: ledger.Queued,
+						To: ledger.RetryScheduled, Called: true, Attempt: 1, HTTPStatus: 503, Reason: "http_503", Actor: "test"}); err != nil {
+						errs <- err
+						return
+					}
+					from = ledger.RetryScheduled
+				}
+				res, err := record(ctx, pool, ledger.Change{RunID: runID, TransactionID: id, From: from,
+					To: outcomes[rnd.IntN(len(outcomes))], Called: true, Attempt: 2, Reason: "test", Actor: "test"})
+				if err != nil {
+					errs <- err
+					return
+				}
+				if res.RunCompleted {
+					runDone.Add(1)
+				}
+				if res.AccountCompleted {
+					accountsDone.Add(1)
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Fatal(err)
+	}
+	if got := runDone.Load(); got != 1 {
+		t.Errorf("run completed %d times, want 1", got)
+	}
+	if got := accountsDone.Load(); got != accounts {
+		t.Errorf("accounts completed %d times, want %d", got, accounts)
+	}
+	assertCompletionTotals(t, pool, runID, accounts, 1)
+}
+
+// assertCompletionTotals checks the run's and every account's completion
+// record against a direct count of the items.
+func assertCompletionTotals(t *testing.T, pool *pgxpool.Pool, runID uuid.UUID, accounts, round int) {
+	t.Helper()
+	ctx := context.Background()
+	var mismatches, runRows, accountRows int
+	err := pool.QueryRow(ctx, `
+		WITH direct AS (
+		    SELECT count(*) AS items, count(*) FILTER (WHERE state = 'matched') AS matched,
+		           count(*) FILTER (WHERE state = 'mismatched') AS mismatched,
+		           count(*) FILTER (WHERE state = 'missing') AS missing,
+		           count(*) FILTER (WHERE state = 'dead_lettered') AS dead_lettered,
+		           sum(attempts) AS calls, sum(throttles) AS throttles
+		      FROM items WHERE run_id = $1)
+		SELECT (SELECT count(*) FROM run_completions c, direct d WHERE c.run_id = $1 AND c.round = $2 AND
+		        (c.items, c.matched, c.mismatched, c.missing, c.dead_lettered, c.provider_calls, c.throttles) <>
+		        (d.items, d.matched, d.mismatched, d.missing, d.dead_lettered, d.calls, d.throttles)),
+		       (SELECT count(*) FROM run_completions WHERE run_id = $1 AND round = $2),
+		       (SELECT count(*) FROM account_completions WHERE run_id = $1 AND round = $2)`, runID, round).
+		Scan(&mismatches, &runRows, &accountRows)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if runRows != 1 || mismatches != 0 {
+		t.Errorf("run completion rows (round %d) = %d, rows with wrong totals = %d; want 1 and 0", round, runRows, mismatches)
+	}
+	if accountRows != accounts {
+		t.Errorf("account completion rows (round %d) = %d, want %d", round, accountRows, accounts)
+	}
+	var wrong int
+	if err := pool.QueryRow(ctx, `
+		SELECT count(*) FROM account_completions c
+		  JOIN (SELECT account_id, count(*) AS items, count(*) FILTER (WHERE state = 'matched') AS matched,
+		               sum(attempts) AS calls FROM items WHERE run_id = $1 GROUP BY account_id) d USING (account_id)
+		 WHERE c.run_id = $1 AND (c.items, c.matched, c.provider_calls) <> (d.items, d.matched, d.calls)`, runID).Scan(&wrong); err != nil {
+		t.Fatal(err)
+	}
+	if wrong != 0 {
+		t.Errorf("%d account completions disagree with a direct count", wrong)
+	}
+	var completedAt *string
+	if err := pool.QueryRow(ctx, `SELECT completed_at::text FROM runs WHERE run_id = $1`, runID).Scan(&completedAt); err != nil {
+		t.Fatal(err)
+	}
+	if completedAt == nil {
+		t.Error("runs.completed_at is NULL after completion")
+	}
+}
+
+func TestRequeueReopensAndRecompletes(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	pool := pgtest.New(t)
+	runID := seedRun(t, pool, 3, 2)
+	for i, to := range []ledger.State{ledger.Matched, ledger.DeadLettered, ledger.DeadLettered} {
+		if _, err := record(ctx, pool, ledger.Change{RunID: runID, TransactionID: fmt.Sprintf("tx%05d", i),
+			From: ledger.Queued, To: to, Called: true, Attempt: 1, Reason: "test", Actor: "test"}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	assertCompletionTotals(t, pool, runID, 2, 1)
+
+	var ids []string
+	err := pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
+		var err error
+		ids, err = ledger.Requeue(ctx, tx, runID, []string{"tx00000", "tx00001", "tx00002"}, "redrive", "operator", mustTime(t))
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(ids) != 2 {
+		t.Fatalf("requeued %v, want the two dead-lettered items", ids)
+	}
+	var completed *string
+	if err := pool.QueryRow(ctx, `SELECT completed_at::text FROM runs WHERE run_id = $1`, runID).Scan(&completed); err != nil {
+		t.Fatal(err)
+	}
+	if completed != nil {
+		t.Fatalf("run still completed after requeue: %s", *completed)
+	}
+	for _, id := range ids {
+		if _, err := record(ctx, pool, ledger.Change{RunID: runID, TransactionID: id,
+			From: ledger.Queued, To: ledger.Matched, Called: true, Attempt: 1, Reason: "matched", Actor: "test"}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	assertCompletionTotals(t, pool, runID, 2, 2)
+	var matched int
+	if err := pool.QueryRow(ctx, `SELECT matched FROM run_completions WHERE run_id = $1`, runID).Scan(&matched); err != nil {
+		t.Fatal(err)
+	}
+	if matched != 3 {
+		t.Fatalf("matched = %d after redrive, want 3", matched)
+	}
+}
+
+func mustTime(t testing.TB) time.Time {
+	t.Helper()
+	at, err := time.Parse(time.RFC3339, "2026-10-24T12:00:00Z")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return at
+}
