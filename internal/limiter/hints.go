@@ -1,0 +1,301 @@
+package limiter
+
+import (
+	"math"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// maxReset bounds how far in the future a header may place the reset of a
+// quota window; later values are clamped to it.
+const maxReset = 24 * time.Hour
+
+// Hints is what a provider's response headers say about its rate limit. The
+// zero value means "no hint".
+type Hints struct {
+	// Remaining is the number of requests the provider will still accept
+	// before Reset. Meaningful only when HasRemaining is true.
+	Remaining int64
+	// HasRemaining reports whether the headers gave Remaining.
+	HasRemaining bool
+	// Reset is when the current quota window ends; zero when unknown.
+	Reset time.Time
+	// Quota is the number of requests allowed per Window (RateLimit-Policy
+	// q, or X-RateLimit-Limit); 0 when unknown.
+	Quota int64
+	// Window is the length of the quota window (RateLimit-Policy w); 0 when
+	// unknown.
+	Window time.Duration
+}
+
+// Rate returns the highest request rate (per second) the hints allow at now
+// without running out before the window resets: the lower of
+// Remaining/(Reset-now) and Quota/Window. ok is false when the hints imply
+// no rate.
+func (h Hints) Rate(now time.Time) (rate float64, ok bool) {
+	rate = math.Inf(1)
+	if h.HasRemaining && h.Reset.After(now) {
+		rate = float64(h.Remaining) / h.Reset.Sub(now).Seconds()
+		ok = true
+	}
+	if h.Quota > 0 && h.Window > 0 {
+		rate = math.Min(rate, float64(h.Quota)/h.Window.Seconds())
+		ok = true
+	}
+	if !ok {
+		return 0, false
+	}
+	return rate, true
+}
+
+// Exhausted reports whether the provider said no request will be accepted
+// before the window resets, and when that is.
+func (h Hints) Exhausted(now time.Time) (until time.Time, ok bool) {
+	if h.HasRemaining && h.Remaining == 0 && h.Reset.After(now) {
+		return h.Reset, true
+	}
+	return time.Time{}, false
+}
+
+// ParseHints reads the rate-limit headers of a provider response received
+// at now. It understands the IETF httpapi-ratelimit-headers drafts
+// (`RateLimit: "default";r=50;t=30` with `RateLimit-Policy:
+// "default";q=100;w=60`; the older `RateLimit: limit=100, remaining=50,
+// reset=30`; `RateLimit-Limit`, `-Remaining`, `-Reset`) and the common
+// `X-RateLimit-Limit`, `-Remaining` and `-Reset` (reset as delta seconds,
+// epoch seconds or epoch milliseconds). When several policies are listed the
+// most restrictive wins; the IETF headers win over the X- ones. Malformed
+// values are ignored, resets are clamped to 24 hours ahead. ParseHints is
+// pure and never panics.
+func ParseHints(h http.Header, now time.Time) Hints {
+	var out Hints
+	// Legacy X- headers first, so the IETF headers override them.
+	if v, ok := headerInt(h, "X-RateLimit-Remaining"); ok {
+		out.Remaining, out.HasRemaining = v, true
+	}
+	if v, ok := headerInt(h, "X-RateLimit-Limit"); ok && v > 0 {
+		out.Quota = v
+	}
+	if v, ok := headerNumber(h, "X-RateLimit-Reset"); ok {
+		out.Reset = resetTime(v, now, true)
+	}
+	if v, ok := headerInt(h, "RateLimit-Remaining"); ok {
+		out.Remaining, out.HasRemaining = v, true
+	}
+	if v, ok := headerInt(h, "RateLimit-Limit"); ok && v > 0 {
+		out.Quota, out.Window = v, 0
+	}
+	if v, ok := headerNumber(h, "RateLimit-Reset"); ok {
+		out.Reset = resetTime(v, now, false)
+	}
+	if q, w, ok := parsePolicy(h.Values("RateLimit-Policy")); ok {
+		out.Quota, out.Window = q, w
+	}
+	if r, t, ok := parseRateLimit(h.Values("RateLimit")); ok {
+		out.Remaining, out.HasRemaining = r, true
+		out.Reset = resetTime(t, now, false)
+	}
+	return out
+}
+
+// resetTime turns a reset value into an instant: delta seconds, or (when
+// epochs are allowed) epoch seconds or milliseconds. Values in the past give
+// the zero time; values beyond maxReset are clamped.
+func resetTime(v float64, now time.Time, epochs bool) time.Time {
+	var at time.Time
+	switch {
+	case epochs && v >= 1e12:
+		at = time.UnixMilli(int64(math.Min(v, math.MaxInt64/2)))
+	case epochs && v >= 1e9:
+		at = time.Unix(int64(math.Min(v, math.MaxInt64/2)), 0)
+	default:
+		if v > maxReset.Seconds() {
+			v = maxReset.Seconds()
+		}
+		at = now.Add(time.Duration(v * float64(time.Second)))
+	}
+	if !at.After(now) {
+		return time.Time{}
+	}
+	if at.Sub(now) > maxReset {
+		return now.Add(maxReset)
+	}
+	return at
+}
+
+// headerInt returns a header's value as a non-negative integer.
+func headerInt(h http.Header, name string) (int64, bool) {
+	v, ok := headerNumber(h, name)
+	if !ok || v != math.Trunc(v) {
+		return 0, false
+	}
+	return int64(math.Min(v, math.MaxInt64/2)), true
+}
+
+// headerNumber returns the first list member of a header as a non-negative
+// finite number.
+func headerNumber(h http.Header, name string) (float64, bool) {
+	vs := h.Values(name)
+	if len(vs) == 0 {
+		return 0, false
+	}
+	members := splitOutsideQuotes(vs[0], ',')
+	if len(members) == 0 {
+		return 0, false
+	}
+	// Old drafts allow `100, 100;w=60`: the first member is the number.
+	first := splitOutsideQuotes(members[0], ';')
+	if len(first) == 0 {
+		return 0, false
+	}
+	return number(first[0])
+}
+
+// number parses a non-negative finite decimal.
+func number(s string) (float64, bool) {
+	s = strings.TrimSpace(s)
+	if s == "" || len(s) > 32 {
+		return 0, false
+	}
+	f, err := strconv.ParseFloat(s, 64)
+	if err != nil || f < 0 || math.IsNaN(f) || math.IsInf(f, 0) {
+		return 0, false
+	}
+	return f, true
+}
+
+// member is one list member of a structured header: its bare item and its
+// parameters. A dictionary member `key=value` has an empty item and the pair
+// as a parameter.
+type member struct {
+	item   string
+	params map[string]string
+}
+
+// parseList splits the values of a list or dictionary header into members,
+// leniently: anything it cannot read is skipped.
+func parseList(values []string) []member {
+	var out []member
+	for _, v := range values {
+		for _, raw := range splitOutsideQuotes(v, ',') {
+			parts := splitOutsideQuotes(raw, ';')
+			if len(parts) == 0 {
+				continue
+			}
+			m := member{params: map[string]string{}}
+			for i, p := range parts {
+				key, value, hasValue := strings.Cut(p, "=")
+				key = strings.ToLower(strings.TrimSpace(key))
+				if i == 0 && !hasValue {
+					m.item = strings.Trim(key, `"`)
+					continue
+				}
+				if key != "" && hasValue {
+					m.params[key] = strings.TrimSpace(value)
+				}
+			}
+			out = append(out, m)
+		}
+	}
+	return out
+}
+
+// parseRateLimit reads the RateLimit header and returns the remaining quota
+// and seconds to reset of its most restrictive member.
+func parseRateLimit(values []string) (remaining int64, reset float64, ok bool) {
+	best := math.Inf(1)
+	consider := func(r int64, t float64) {
+		rate := float64(r) / math.Max(t, 1)
+		if !ok || rate < best || (rate == best && t > reset) {
+			remaining, reset, best, ok = r, t, rate, true
+		}
+	}
+	var legacyR, legacyT float64
+	var legacyHasR, legacyHasT bool
+	for _, m := range parseList(values) {
+		r, hasR := intParam(m.params, "r")
+		t, hasT := number(m.params["t"])
+		if hasR {
+			consider(r, t*boolFloat(hasT))
+			continue
+		}
+		if v, has := number(m.params["remaining"]); has && v == math.Trunc(v) {
+			legacyR, legacyHasR = v, true
+		}
+		if v, has := number(m.params["reset"]); has {
+			legacyT, legacyHasT = v, true
+		}
+	}
+	if legacyHasR {
+		consider(int64(math.Min(legacyR, math.MaxInt64/2)), legacyT*boolFloat(legacyHasT))
+	}
+	return remaining, reset, ok
+}
+
+// parsePolicy reads RateLimit-Policy and returns the most restrictive quota
+// and window.
+func parsePolicy(values []string) (quota int64, window time.Duration, ok bool) {
+	best := math.Inf(1)
+	for _, m := range parseList(values) {
+		q, hasQ := intParam(m.params, "q")
+		if !hasQ {
+			// Draft 07 and earlier: `100;w=60`.
+			if v, has := number(m.item); has && v == math.Trunc(v) {
+				q, hasQ = int64(math.Min(v, math.MaxInt64/2)), true
+			}
+		}
+		w, hasW := number(m.params["w"])
+		if !hasQ || q <= 0 || !hasW || w <= 0 {
+			continue
+		}
+		w = math.Min(w, maxReset.Seconds())
+		if rate := float64(q) / w; rate < best {
+			best, quota, window, ok = rate, q, time.Duration(w*float64(time.Second)), true
+		}
+	}
+	return quota, window, ok
+}
+
+func intParam(params map[string]string, key string) (int64, bool) {
+	v, ok := number(params[key])
+	if !ok || v != math.Trunc(v) {
+		return 0, false
+	}
+	return int64(math.Min(v, math.MaxInt64/2)), true
+}
+
+func boolFloat(b bool) float64 {
+	if b {
+		return 1
+	}
+	return 0
+}
+
+// splitOutsideQuotes splits s at sep, ignoring separators inside double
+// quotes, and drops empty parts.
+func splitOutsideQuotes(s string, sep byte) []string {
+	var out []string
+	inQuotes, escaped, start := false, false, 0
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		switch {
+		case escaped:
+			escaped = false
+		case inQuotes && c == '\\':
+			escaped = true
+		case c == '"':
+			inQuotes = !inQuotes
+		case !inQuotes && c == sep:
+			if p := strings.TrimSpace(s[start:i]); p != "" {
+				out = append(out, p)
+			}
+			start = i + 1
+		}
+	}
+	if p := strings.TrimSpace(s[start:]); p != "" {
+		out = append(out, p)
+	}
+	return out
+}
