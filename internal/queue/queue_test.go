@@ -1,0 +1,659 @@
+package queue
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/reconcile/reconcile/internal/pgtest"
+)
+
+func TestMain(m *testing.M) { pgtest.Main(m) }
+
+// clock is an injectable time source that only moves when told to.
+type clock struct {
+	mu sync.Mutex
+	t  time.Time
+}
+
+func newClock() *clock {
+	return &clock{t: time.Date(2026, 10, 25, 2, 0, 0, 0, time.UTC)}
+}
+
+func (c *clock) Now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.t
+}
+
+func (c *clock) Advance(d time.Duration) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.t = c.t.Add(d)
+}
+
+type testBundle struct {
+	pool  *pgxpool.Pool
+	q     *Queue
+	clock *clock
+}
+
+// setup returns a queue on a fresh database. With a clock, the queue runs on
+// injected time.
+func setup(t *testing.T, cfg Config, injectTime bool) *testBundle {
+	t.Helper()
+	b := &testBundle{pool: pgtest.New(t)}
+	if injectTime {
+		b.clock = newClock()
+		cfg.Now = b.clock.Now
+	}
+	b.q = New(b.pool, cfg)
+	return b
+}
+
+// messages returns n messages of one run, keys numbered from first.
+func messages(run uuid.UUID, recID string, first, n int) []Message {
+	ms := make([]Message, n)
+	for i := range ms {
+		tx := fmt.Sprintf("tx%06d", first+i)
+		ms[i] = Message{RunID: run, ReconciliationID: recID, TransactionID: tx, IdempotencyKey: recID + ":" + tx}
+	}
+	return ms
+}
+
+func mustPublish(t *testing.T, q *Queue, db DB, ms []Message) {
+	t.Helper()
+	res, err := q.Publish(context.Background(), db, ms)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Published != len(ms) {
+		t.Fatalf("published %d of %d", res.Published, len(ms))
+	}
+}
+
+func mustClaim(t *testing.T, q *Queue, n, want int) []Delivery {
+	t.Helper()
+	ds, err := q.Claim(context.Background(), n)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(ds) != want {
+		t.Fatalf("claimed %d messages, want %d", len(ds), want)
+	}
+	return ds
+}
+
+// inTx runs fn in a committed transaction.
+func inTx(t *testing.T, pool *pgxpool.Pool, fn func(tx pgx.Tx) error) {
+	t.Helper()
+	if err := pgx.BeginFunc(context.Background(), pool, fn); err != nil {
+		t.Fatal(err)
+	}
+}
+
+type row struct {
+	state      string
+	lease      *uuid.UUID
+	deliveries int
+	attempt    int
+	visibleAt  time.Time
+}
+
+func readRow(t *testing.T, pool *pgxpool.Pool, id int64) row {
+	t.Helper()
+	var r row
+	err := pool.QueryRow(context.Background(),
+		`SELECT state, lease, deliveries, attempt, visible_at FROM queue_messages WHERE message_id = $1`, id).
+		Scan(&r.state, &r.lease, &r.deliveries, &r.attempt, &r.visibleAt)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return r
+}
+
+func TestConcurrentConsumersAckEachMessageExactlyOnce(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	b := setup(t, Config{}, false)
+	const total, consumers = 20000, 8
+	mustPublish(t, b.q, b.pool, messages(uuid.New(), "nightly-2026-10-24", 0, total))
+
+	var (
+		mu     sync.Mutex
+		held   = map[int64]int{} // message id -> consumer currently holding it
+		acked  = map[int64]int{}
+		errs   = make(chan error, consumers)
+		wg     sync.WaitGroup
+		claims int
+	)
+	for c := range consumers {
+		wg.Go(func() {
+			for {
+				ds, err := b.q.Claim(ctx, 50)
+				if err != nil {
+					errs <- err
+					return
+				}
+				if len(ds) == 0 {
+					return
+				}
+				mu.Lock()
+				claims++
+				for _, d := range ds {
+					if other, ok := held[d.ID]; ok {
+						mu.Unlock()
+						errs <- fmt.Errorf("message %d claimed by consumer %d while consumer %d holds it", d.ID, c, other)
+						return
+					}
+					held[d.ID] = c
+				}
+				mu.Unlock()
+				err = pgx.BeginFunc(ctx, b.pool, func(tx pgx.Tx) error {
+					if c%2 == 0 { // half the consumers ack in one statement
+						stale, err := b.q.AckBatch(ctx, tx, ds)
+						if err == nil && len(stale) > 0 {
+							err = fmt.Errorf("%d stale leases", len(stale))
+						}
+						return err
+					}
+					for _, d := range ds {
+						if err := b.q.Ack(ctx, tx, d); err != nil {
+							return err
+						}
+					}
+					return nil
+				})
+				if err != nil {
+					errs <- err
+					return
+				}
+				mu.Lock()
+				for _, d := range ds {
+					delete(held, d.ID)
+					acked[d.ID]++
+				}
+				mu.Unlock()
+			}
+		})
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Error(err)
+	}
+	if len(acked) != total {
+		t.Errorf("acked %d distinct messages, want %d", len(acked), total)
+	}
+	for id, n := range acked {
+		if n != 1 {
+			t.Errorf("message %d acked %d times", id, n)
+		}
+	}
+	var notAcked int
+	if err := b.pool.QueryRow(ctx, `SELECT count(*) FROM queue_messages WHERE state <> 'acked'`).Scan(&notAcked); err != nil {
+		t.Fatal(err)
+	}
+	if notAcked != 0 {
+		t.Errorf("%d messages not acked", notAcked)
+	}
+	t.Logf("%d claims by %d consumers", claims, consumers)
+}
+
+func TestUnackedMessageReturnsAfterVisibilityTimeout(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	b := setup(t, Config{Visibility: 30 * time.Second}, true)
+	mustPublish(t, b.q, b.pool, messages(uuid.New(), "nightly-2026-10-24", 0, 1))
+
+	first := mustClaim(t, b.q, 10, 1)[0]
+	if first.Deliveries != 1 || first.Poison {
+		t.Fatalf("first delivery: deliveries=%d poison=%v, want 1 false", first.Deliveries, first.Poison)
+	}
+	b.clock.Advance(30*time.Second - time.Microsecond)
+	mustClaim(t, b.q, 10, 0)
+	b.clock.Advance(time.Microsecond)
+	second := mustClaim(t, b.q, 10, 1)[0]
+	if second.ID != first.ID || second.Deliveries != 2 || second.Lease == first.Lease {
+		t.Fatalf("redelivery: id=%d deliveries=%d lease changed=%v, want id %d, 2, true",
+			second.ID, second.Deliveries, second.Lease != first.Lease, first.ID)
+	}
+
+	// The first holder's lease is stale: none of its settlements applies.
+	for name, settle := range map[string]func(DB) error{
+		"ack":         func(db DB) error { return b.q.Ack(ctx, db, first) },
+		"retry":       func(db DB) error { return b.q.RetryAt(ctx, db, first, b.clock.Now(), "http_503") },
+		"dead-letter": func(db DB) error { return b.q.DeadLetter(ctx, db, first, "poison", "") },
+		"extend":      func(DB) error { return b.q.Extend(ctx, first, time.Minute) },
+	} {
+		if err := settle(b.pool); !errors.Is(err, ErrStaleLease) {
+			t.Errorf("%s with stale lease: err = %v, want ErrStaleLease", name, err)
+		}
+	}
+	stale, err := b.q.AckBatch(ctx, b.pool, []Delivery{first})
+	if err != nil || len(stale) != 1 {
+		t.Errorf("AckBatch with stale lease: stale=%d err=%v, want 1 nil", len(stale), err)
+	}
+	if r := readRow(t, b.pool, first.ID); r.state != "ready" || r.lease == nil || *r.lease != second.Lease || r.deliveries != 2 {
+		t.Fatalf("after stale settlements: %+v, want ready under the second lease", r)
+	}
+
+	// Extend keeps the current holder's message invisible past the timeout.
+	if err := b.q.Extend(ctx, second, time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	b.clock.Advance(59 * time.Second)
+	mustClaim(t, b.q, 10, 0)
+	if err := b.q.Ack(ctx, b.pool, second); err != nil {
+		t.Fatal(err)
+	}
+	b.clock.Advance(time.Hour)
+	mustClaim(t, b.q, 10, 0)
+}
+
+func TestRolledBackTransactionLeavesMessageWhereItWas(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	b := setup(t, Config{}, true)
+	mustPublish(t, b.q, b.pool, messages(uuid.New(), "nightly-2026-10-24", 0, 1))
+	d := mustClaim(t, b.q, 1, 1)[0]
+	before := readRow(t, b.pool, d.ID)
+
+	for name, settle := range map[string]func(pgx.Tx) error{
+		"ack":         func(tx pgx.Tx) error { return b.q.Ack(ctx, tx, d) },
+		"ack batch":   func(tx pgx.Tx) error { _, err := b.q.AckBatch(ctx, tx, []Delivery{d}); return err },
+		"retry":       func(tx pgx.Tx) error { return b.q.RetryAt(ctx, tx, d, b.clock.Now().Add(time.Hour), "http_503") },
+		"dead-letter": func(tx pgx.Tx) error { return b.q.DeadLetter(ctx, tx, d, "http_400", "bad request") },
+	} {
+		tx, err := b.pool.Begin(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := settle(tx); err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		if err := tx.Rollback(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if after := readRow(t, b.pool, d.ID); after.state != before.state || *after.lease != *before.lease ||
+			after.deliveries != before.deliveries || after.attempt != before.attempt || !after.visibleAt.Equal(before.visibleAt) {
+			t.Errorf("after rolled-back %s: %+v, want %+v", name, after, before)
+		}
+	}
+	// The lease is still good.
+	inTx(t, b.pool, func(tx pgx.Tx) error { return b.q.Ack(ctx, tx, d) })
+	if r := readRow(t, b.pool, d.ID); r.state != "acked" || r.lease != nil {
+		t.Fatalf("after committed ack: %+v", r)
+	}
+}
+
+func TestRetryAtIsNotDeliveredBeforeItsTime(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	b := setup(t, Config{MaxDeliveries: 1}, true)
+	mustPublish(t, b.q, b.pool, messages(uuid.New(), "nightly-2026-10-24", 0, 1))
+	d := mustClaim(t, b.q, 1, 1)[0]
+	at := b.clock.Now().Add(10 * time.Second)
+	inTx(t, b.pool, func(tx pgx.Tx) error { return b.q.RetryAt(ctx, tx, d, at, "http_503") })
+	if err := b.q.Ack(ctx, b.pool, d); !errors.Is(err, ErrStaleLease) {
+		t.Fatalf("ack after retry: err = %v, want ErrStaleLease", err)
+	}
+
+	s, err := b.q.Stats(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s.Delayed != 1 || s.Available != 0 || s.InFlight != 0 {
+		t.Fatalf("stats of a delayed message: %+v", s.Counts)
+	}
+	b.clock.Advance(10*time.Second - time.Microsecond)
+	mustClaim(t, b.q, 1, 0)
+	b.clock.Advance(time.Microsecond)
+	again := mustClaim(t, b.q, 1, 1)[0]
+	// The delivery count restarted: with MaxDeliveries 1 this is not poison.
+	if again.ID != d.ID || again.Attempt != 1 || again.Deliveries != 1 || again.Poison {
+		t.Fatalf("retried delivery: %+v, want attempt 1, deliveries 1, not poison", again)
+	}
+}
+
+func TestPoisonAfterMaxDeliveries(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	b := setup(t, Config{MaxDeliveries: 2, Visibility: time.Second}, true)
+	mustPublish(t, b.q, b.pool, messages(uuid.New(), "nightly-2026-10-24", 0, 1))
+	var d Delivery
+	for i := 1; i <= 3; i++ {
+		d = mustClaim(t, b.q, 1, 1)[0]
+		if d.Deliveries != i || d.Poison != (i == 3) {
+			t.Fatalf("claim %d: deliveries=%d poison=%v", i, d.Deliveries, d.Poison)
+		}
+		b.clock.Advance(time.Second)
+	}
+	inTx(t, b.pool, func(tx pgx.Tx) error { return b.q.DeadLetter(ctx, tx, d, "poison", "claimed 3 times") })
+	b.clock.Advance(time.Hour)
+	mustClaim(t, b.q, 1, 0)
+	dls, err := b.q.DeadLetters(ctx, Filter{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(dls) != 1 || dls[0].ID != d.ID || dls[0].Reason != "poison" || dls[0].LastError != "claimed 3 times" ||
+		dls[0].Deliveries != 3 || dls[0].Age != time.Hour || dls[0].IdempotencyKey != d.IdempotencyKey {
+		t.Fatalf("dead letters: %+v", dls)
+	}
+}
+
+func TestDeadLetterListAndRedriveRoundTrip(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	b := setup(t, Config{}, true)
+	runA, runB := uuid.New(), uuid.New()
+	mustPublish(t, b.q, b.pool, messages(runA, "nightly-2026-10-23", 0, 3))
+	mustPublish(t, b.q, b.pool, messages(runB, "nightly-2026-10-24", 0, 3))
+	ds := mustClaim(t, b.q, 10, 6)
+	inTx(t, b.pool, func(tx pgx.Tx) error {
+		for _, d := range ds {
+			if err := b.q.DeadLetter(ctx, tx, d, "max_attempts", "http 503"); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	list := func(f Filter) []DeadLetter {
+		t.Helper()
+		dls, err := b.q.DeadLetters(ctx, f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return dls
+	}
+	if n := len(list(Filter{})); n != 6 {
+		t.Fatalf("all dead letters: %d, want 6", n)
+	}
+	if n := len(list(Filter{Limit: 4})); n != 4 {
+		t.Fatalf("limited dead letters: %d, want 4", n)
+	}
+	ofA := list(Filter{RunID: runA})
+	if len(ofA) != 3 || ofA[0].RunID != runA {
+		t.Fatalf("dead letters of run A: %+v", ofA)
+	}
+
+	// Redrive one message by id, then run B, then everything left.
+	var moved []Message
+	inTx(t, b.pool, func(tx pgx.Tx) (err error) {
+		moved, err = b.q.Redrive(ctx, tx, Filter{IDs: []int64{ofA[1].ID}})
+		return err
+	})
+	if len(moved) != 1 || moved[0].IdempotencyKey != ofA[1].IdempotencyKey {
+		t.Fatalf("redrive by id moved %+v", moved)
+	}
+	again := mustClaim(t, b.q, 10, 1)[0]
+	if again.ID != ofA[1].ID || again.Deliveries != 1 {
+		t.Fatalf("redriven delivery: %+v, want id %d with deliveries 1", again, ofA[1].ID)
+	}
+	inTx(t, b.pool, func(tx pgx.Tx) (err error) {
+		moved, err = b.q.Redrive(ctx, tx, Filter{RunID: runB})
+		return err
+	})
+	if len(moved) != 3 || moved[0].RunID != runB {
+		t.Fatalf("redrive of run B moved %+v", moved)
+	}
+	// A redrive rolled back moves nothing.
+	tx, err := b.pool.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if moved, err = b.q.Redrive(ctx, tx, Filter{}); err != nil || len(moved) != 2 {
+		t.Fatalf("redrive all in rolled-back tx: %d moved, err %v", len(moved), err)
+	}
+	if err := tx.Rollback(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if n := len(list(Filter{})); n != 2 {
+		t.Fatalf("dead letters after rollback: %d, want 2", n)
+	}
+	inTx(t, b.pool, func(tx pgx.Tx) (err error) {
+		moved, err = b.q.Redrive(ctx, tx, Filter{})
+		return err
+	})
+	if len(moved) != 2 || len(list(Filter{})) != 0 {
+		t.Fatalf("redrive all moved %d", len(moved))
+	}
+	mustClaim(t, b.q, 10, 5)
+}
+
+func TestStatsEqualDirectCount(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	b := setup(t, Config{Visibility: time.Minute}, true)
+	runA, runB := uuid.New(), uuid.New()
+	mustPublish(t, b.q, b.pool, messages(runA, "nightly-2026-10-23", 0, 10))
+	b.clock.Advance(time.Second)
+	mustPublish(t, b.q, b.pool, messages(runB, "nightly-2026-10-24", 0, 7))
+	b.clock.Advance(time.Second)
+	ds := mustClaim(t, b.q, 8, 8) // all from run A, oldest first
+	inTx(t, b.pool, func(tx pgx.Tx) error {
+		if err := b.q.Ack(ctx, tx, ds[0]); err != nil {
+			return err
+		}
+		if err := b.q.Ack(ctx, tx, ds[1]); err != nil {
+			return err
+		}
+		if err := b.q.RetryAt(ctx, tx, ds[2], b.clock.Now().Add(time.Hour), "throttled"); err != nil {
+			return err
+		}
+		return b.q.DeadLetter(ctx, tx, ds[3], "http_400", "bad request")
+	})
+	// ds[4:8] stay in flight; 2 of run A and 7 of run B are available.
+	s, err := b.q.Stats(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := Counts{Total: 17, Available: 9, InFlight: 4, Delayed: 1, DeadLettered: 1, Acked: 2, OldestAvailableAge: 2 * time.Second}
+	if s.Counts != want {
+		t.Errorf("stats %+v, want %+v", s.Counts, want)
+	}
+	// The same numbers straight from the table.
+	var direct Counts
+	err = b.pool.QueryRow(ctx, `
+SELECT (SELECT count(*) FROM queue_messages),
+       (SELECT count(*) FROM queue_messages WHERE state = 'ready' AND visible_at <= $1),
+       (SELECT count(*) FROM queue_messages WHERE state = 'ready' AND visible_at > $1 AND lease IS NOT NULL),
+       (SELECT count(*) FROM queue_messages WHERE state = 'ready' AND visible_at > $1 AND lease IS NULL),
+       (SELECT count(*) FROM queue_messages WHERE state = 'dead'),
+       (SELECT count(*) FROM queue_messages WHERE state = 'acked')`, b.clock.Now()).
+		Scan(&direct.Total, &direct.Available, &direct.InFlight, &direct.Delayed, &direct.DeadLettered, &direct.Acked)
+	if err != nil {
+		t.Fatal(err)
+	}
+	direct.OldestAvailableAge = s.OldestAvailableAge
+	if s.Counts != direct {
+		t.Errorf("stats %+v, direct count %+v", s.Counts, direct)
+	}
+	if len(s.Runs) != 2 || s.Runs[0].RunID != runA || s.Runs[1].RunID != runB {
+		t.Fatalf("per-run stats: %+v", s.Runs)
+	}
+	wantA := Counts{Total: 10, Available: 2, InFlight: 4, Delayed: 1, DeadLettered: 1, Acked: 2, OldestAvailableAge: 2 * time.Second}
+	wantB := Counts{Total: 7, Available: 7, OldestAvailableAge: time.Second}
+	if s.Runs[0].Counts != wantA || s.Runs[1].Counts != wantB {
+		t.Errorf("per-run stats %+v %+v, want %+v %+v", s.Runs[0].Counts, s.Runs[1].Counts, wantA, wantB)
+	}
+}
+
+func TestPublishDeduplicatesForever(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	b := setup(t, Config{}, false)
+	run := uuid.New()
+	const rec = "nightly-2026-10-24"
+	mustPublish(t, b.q, b.pool, messages(run, rec, 0, 5))
+	// Ack them all: an acked key still counts as a duplicate.
+	ds := mustClaim(t, b.q, 10, 5)
+	if _, err := b.q.AckBatch(ctx, b.pool, ds); err != nil {
+		t.Fatal(err)
+	}
+	batch := append(messages(run, rec, 3, 4), messages(run, rec, 6, 1)...) // keys 3..6, 6 twice
+	res, err := b.q.Publish(ctx, b.pool, batch)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res != (PublishResult{Published: 2, Duplicates: 3}) {
+		t.Fatalf("array publish: %+v, want 2 published, 3 duplicates", res)
+	}
+
+	// The COPY path, in the caller's transaction, twice in one transaction.
+	big := messages(run, rec, 0, 3*copyThreshold)
+	inTx(t, b.pool, func(tx pgx.Tx) error {
+		res, err = b.q.Publish(ctx, tx, big[:2*copyThreshold])
+		if err != nil || res != (PublishResult{Published: 2*copyThreshold - 7, Duplicates: 7}) {
+			return fmt.Errorf("first copy publish: %+v %v", res, err)
+		}
+		res, err = b.q.Publish(ctx, tx, big)
+		if err != nil || res != (PublishResult{Published: copyThreshold, Duplicates: 2 * copyThreshold}) {
+			return fmt.Errorf("second copy publish: %+v %v", res, err)
+		}
+		return nil
+	})
+	// Through the pool (its own transaction).
+	res, err = b.q.Publish(ctx, b.pool, big)
+	if err != nil || res != (PublishResult{Duplicates: 3 * copyThreshold}) {
+		t.Fatalf("copy publish of known keys: %+v %v", res, err)
+	}
+
+	// Server-side publish from a query.
+	res, err = b.q.PublishQuery(ctx, b.pool, `
+SELECT $1::uuid, $2::text, 'tx' || lpad(g::text, 6, '0'), $2 || ':tx' || lpad(g::text, 6, '0'), 0
+  FROM generate_series($3::int, $4::int) g`, run, rec, 3*copyThreshold-2, 3*copyThreshold+2)
+	if err != nil || res != (PublishResult{Published: 3, Duplicates: 2}) {
+		t.Fatalf("publish query: %+v %v", res, err)
+	}
+	var n int
+	if err := b.pool.QueryRow(ctx, `SELECT count(*) FROM queue_messages`).Scan(&n); err != nil {
+		t.Fatal(err)
+	}
+	if n != 3*copyThreshold+3 {
+		t.Fatalf("%d messages stored, want %d", n, 3*copyThreshold+3)
+	}
+}
+
+func TestReleaseMakesMessagesVisibleAndUndoesTheDelivery(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	b := setup(t, Config{}, true)
+	mustPublish(t, b.q, b.pool, messages(uuid.New(), "nightly-2026-10-24", 0, 3))
+	ds := mustClaim(t, b.q, 3, 3)
+	if err := b.q.Release(ctx, ds[:2]); err != nil {
+		t.Fatal(err)
+	}
+	again := mustClaim(t, b.q, 3, 2)
+	for i, d := range again {
+		if d.ID != ds[i].ID || d.Deliveries != 1 {
+			t.Fatalf("released delivery %d came back as %+v", i, d)
+		}
+	}
+	// Releasing with the old leases changes nothing.
+	if err := b.q.Release(ctx, ds[:2]); err != nil {
+		t.Fatal(err)
+	}
+	mustClaim(t, b.q, 3, 0)
+}
+
+// waitListener runs l.Wait in a goroutine and returns a channel that receives
+// its result, after the listener has blocked.
+func waitListener(t *testing.T, l *Listener, maxWait time.Duration) (<-chan error, time.Time) {
+	t.Helper()
+	blocked := make(chan struct{}, 1)
+	l.blocked = func() {
+		select {
+		case blocked <- struct{}{}:
+		default:
+		}
+	}
+	done := make(chan error, 1)
+	go func() { done <- l.Wait(context.Background(), maxWait) }()
+	select {
+	case <-blocked:
+	case err := <-done:
+		t.Fatalf("Wait returned on an idle queue: %v", err)
+	case <-time.After(10 * time.Second):
+		t.Fatal("listener never blocked")
+	}
+	return done, time.Now()
+}
+
+func TestListenerWakesOnPublish(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	b := setup(t, Config{}, false)
+	l, err := b.q.Listen(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close(ctx)
+
+	// With nothing queued and no notification, Wait sleeps until maxWait.
+	start := time.Now()
+	if err := l.Wait(ctx, 200*time.Millisecond); err != nil {
+		t.Fatal(err)
+	}
+	if waited := time.Since(start); waited < 200*time.Millisecond {
+		t.Fatalf("Wait on an idle queue returned after %v, before maxWait", waited)
+	}
+
+	// maxWait is a minute and nothing is due: only the notification can
+	// wake the listener.
+	done, _ := waitListener(t, l, time.Minute)
+	published := time.Now()
+	mustPublish(t, b.q, b.pool, messages(uuid.New(), "nightly-2026-10-24", 0, 1))
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Logf("woken %v after the publish committed", time.Since(published))
+	case <-time.After(20 * time.Second):
+		t.Fatal("listener not woken by a publish")
+	}
+	mustClaim(t, b.q, 1, 1)
+}
+
+func TestListenerWakesWhenRetryBecomesDue(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	b := setup(t, Config{}, false)
+	mustPublish(t, b.q, b.pool, messages(uuid.New(), "nightly-2026-10-24", 0, 1))
+	d := mustClaim(t, b.q, 1, 1)[0]
+	l, err := b.q.Listen(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close(ctx)
+
+	// The listener sleeps on the in-flight message's 30 s visibility
+	// timeout; a retry half a second from now (database clock) shortens its
+	// sleep to half a second.
+	done, _ := waitListener(t, l, time.Minute)
+	var at time.Time
+	if err := b.pool.QueryRow(ctx, `SELECT now() + interval '500 milliseconds'`).Scan(&at); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.q.RetryAt(ctx, b.pool, d, at, "http_503"); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(20 * time.Second):
+		t.Fatal("listener not woken when the retry became due")
+	}
+	// Woken no earlier than the retry's time: the message is claimable.
+	mustClaim(t, b.q, 1, 1)
+}
