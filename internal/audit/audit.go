@@ -379,10 +379,10 @@ type chain struct {
 	historyLen    int
 	historyHead   []byte
 
-	seen     int    // rows read
-	head     []byte // recomputed hash of the last good row
-	lastTo   string // to_state of the last row
-	broken   *Break
+	seen   int    // rows read
+	head   []byte // recomputed hash of the last good row
+	lastTo string // to_state of the last row
+	broken *Break
 }
 
 func (c *chain) start(item itemRow) {

@@ -140,6 +140,10 @@ func seed(t *testing.T, db testDB) {
 			runNightly, runRerun, runNext); err != nil {
 			return err
 		}
+		if _, err := tx.Exec(ctx, `INSERT INTO run_shards (run_id, shard, remaining) VALUES ($1, 0, 0), ($2, 0, 2), ($3, 0, 0)`,
+			runNightly, runRerun, runNext); err != nil {
+			return err
+		}
 		if _, err := tx.Exec(ctx, `
 			INSERT INTO run_completions (run_id, items, matched, mismatched, missing, dead_lettered, provider_calls, throttles, completed_at, completed_by) VALUES
 			  ($1, 6, 3, 1, 1, 1, 13, 2, '2026-10-25 01:42:10+00', 'batch-1:4242'),
@@ -320,6 +324,7 @@ func TestVerifyStreamsLargeRun(t *testing.T) {
 	db := newDB(t)
 	run := uuid.New()
 	const n = 5000
+	seeded := time.Now()
 	for _, stmt := range []string{`
 		INSERT INTO runs (run_id, reconciliation_id, business_date, generation, trigger, triggered_by, source, source_sha256, time_zone, item_count)
 		VALUES ($1, 'nightly-2026-11-01', '2026-11-01', 1, 'cron', 't', 'x', '', 'UTC', $2)`, `
@@ -335,7 +340,10 @@ func TestVerifyStreamsLargeRun(t *testing.T) {
 	} {
 		mustExec(t, db.pool, stmt, run, n)
 	}
+	start := time.Now()
+	t.Logf("seeded in %v", start.Sub(seeded))
 	rep := verify(t, db, audit.Filter{RunID: &run})
+	t.Logf("verified %d transitions in %v", rep.Transitions, time.Since(start))
 	if !rep.OK() || rep.Items != n || rep.Transitions != 2*n {
 		t.Fatalf("ok=%v items=%d transitions=%d breaks=%v", rep.OK(), rep.Items, rep.Transitions, rep.Breaks)
 	}
