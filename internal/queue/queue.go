@@ -126,6 +126,13 @@ func New(pool *pgxpool.Pool, cfg Config) *Queue {
 	return &Queue{pool: pool, cfg: cfg}
 }
 
+// Visibility returns the visibility timeout given to each claim.
+func (q *Queue) Visibility() time.Duration { return q.cfg.Visibility }
+
+// MaxDeliveries returns the number of claims after which a delivery is
+// marked Poison.
+func (q *Queue) MaxDeliveries() int { return q.cfg.MaxDeliveries }
+
 // now returns the injected time, or nil so that SQL's coalesce($n, now())
 // falls back to the database clock.
 func (q *Queue) now() *time.Time {

@@ -1,0 +1,179 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"text/tabwriter"
+	"time"
+
+	"github.com/google/uuid"
+
+	"github.com/reconcile/reconcile/internal/queue"
+)
+
+// countsJSON is the JSON form of queue.Counts, with the age in seconds.
+type countsJSON struct {
+	Total                     int64   `json:"total"`
+	Available                 int64   `json:"available"`
+	InFlight                  int64   `json:"in_flight"`
+	Delayed                   int64   `json:"delayed"`
+	DeadLettered              int64   `json:"dead_lettered"`
+	Acked                     int64   `json:"acked"`
+	OldestAvailableAgeSeconds float64 `json:"oldest_available_age_seconds"`
+}
+
+func countsToJSON(c queue.Counts) countsJSON {
+	return countsJSON{Total: c.Total, Available: c.Available, InFlight: c.InFlight, Delayed: c.Delayed,
+		DeadLettered: c.DeadLettered, Acked: c.Acked, OldestAvailableAgeSeconds: c.OldestAvailableAge.Seconds()}
+}
+
+func cmdStats(ctx context.Context, e *env, args []string) error {
+	fs := newFlagSet(e, "stats", "[--json]",
+		"Show the queue: messages available now, in flight (claimed, within their visibility timeout),\n"+
+			"delayed (waiting for a retry time), dead-lettered and acked, the age of the oldest available\n"+
+			"message, in total and for each run with open messages.",
+		"reconcile stats --json")
+	asJSON := fs.Bool("json", false, "print JSON instead of a table")
+	if err := parseFlags(fs, args); err != nil {
+		return err
+	}
+	logger, err := e.logger()
+	if err != nil {
+		return err
+	}
+	pool, err := e.connect(ctx, logger)
+	if err != nil {
+		return err
+	}
+	defer pool.Close()
+	s, err := queue.New(pool, queue.Config{Logger: logger}).Stats(ctx)
+	if err != nil {
+		return err
+	}
+	if *asJSON {
+		type runJSON struct {
+			RunID            uuid.UUID `json:"run_id"`
+			ReconciliationID string    `json:"reconciliation_id"`
+			countsJSON
+		}
+		out := struct {
+			countsJSON
+			Runs []runJSON `json:"runs"`
+		}{countsJSON: countsToJSON(s.Counts), Runs: []runJSON{}}
+		for _, r := range s.Runs {
+			out.Runs = append(out.Runs, runJSON{r.RunID, r.ReconciliationID, countsToJSON(r.Counts)})
+		}
+		return writeJSON(e.stdout, out)
+	}
+	tw := tabwriter.NewWriter(e.stdout, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(tw, "run\tavailable\tin flight\tdelayed\tdead-lettered\tacked\ttotal\toldest available\t")
+	row := func(name string, c queue.Counts) {
+		fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%d\t%d\t%d\t%s\t\n", name, c.Available, c.InFlight, c.Delayed,
+			c.DeadLettered, c.Acked, c.Total, age(c.OldestAvailableAge))
+	}
+	for _, r := range s.Runs {
+		row(r.ReconciliationID, r.Counts)
+	}
+	row("all", s.Counts)
+	return tw.Flush()
+}
+
+func cmdDLQList(ctx context.Context, e *env, args []string) error {
+	fs := newFlagSet(e, "dlq list", "[--run ID] [--json]",
+		"List dead-lettered messages, oldest first: message id, run, transaction, reason, last error,\n"+
+			"delivery count, provider attempts and how long ago it was dead-lettered.",
+		"reconcile dlq list --run 3f6c2a9e-0d3b-4c55-9a7e-2b1f0c9d8e7a")
+	run := fs.String("run", "", "list only the dead letters of this run id")
+	asJSON := fs.Bool("json", false, "print JSON instead of a table")
+	if err := parseFlags(fs, args); err != nil {
+		return err
+	}
+	var f queue.Filter
+	if *run != "" {
+		id, err := uuid.Parse(*run)
+		if err != nil {
+			return usageErrorf("dlq list: --run %q: not a run id (UUID)", *run)
+		}
+		f.RunID = id
+	}
+	logger, err := e.logger()
+	if err != nil {
+		return err
+	}
+	pool, err := e.connect(ctx, logger)
+	if err != nil {
+		return err
+	}
+	defer pool.Close()
+	dls, err := queue.New(pool, queue.Config{Logger: logger}).DeadLetters(ctx, f)
+	if err != nil {
+		return err
+	}
+	if *asJSON {
+		type dlJSON struct {
+			ID               int64     `json:"id"`
+			RunID            uuid.UUID `json:"run_id"`
+			ReconciliationID string    `json:"reconciliation_id"`
+			TransactionID    string    `json:"transaction_id"`
+			IdempotencyKey   string    `json:"idempotency_key"`
+			Reason           string    `json:"reason"`
+			LastError        string    `json:"last_error"`
+			Deliveries       int       `json:"deliveries"`
+			Attempt          int       `json:"attempt"`
+			EnqueuedAt       time.Time `json:"enqueued_at"`
+			DeadAt           time.Time `json:"dead_lettered_at"`
+			AgeSeconds       float64   `json:"age_seconds"`
+		}
+		out := make([]dlJSON, 0, len(dls))
+		for _, d := range dls {
+			out = append(out, dlJSON{d.ID, d.RunID, d.ReconciliationID, d.TransactionID, d.IdempotencyKey, d.Reason,
+				d.LastError, d.Deliveries, d.Attempt, d.EnqueuedAt, d.DeadAt, d.Age.Seconds()})
+		}
+		return writeJSON(e.stdout, out)
+	}
+	if len(dls) == 0 {
+		fmt.Fprintln(e.stdout, "no dead letters")
+		return nil
+	}
+	tw := tabwriter.NewWriter(e.stdout, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "ID\tRUN\tTRANSACTION\tREASON\tDELIVERIES\tATTEMPTS\tAGE\tLAST ERROR")
+	for _, d := range dls {
+		fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%d\t%d\t%s\t%s\n", d.ID, d.ReconciliationID, d.TransactionID, d.Reason,
+			d.Deliveries, d.Attempt, age(d.Age), excerpt(d.LastError, 80))
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	fmt.Fprintf(e.stdout, "%d dead letter(s); send them back with `reconcile dlq redrive`\n", len(dls))
+	return nil
+}
+
+// age renders a duration for a table: whole seconds, "-" for none.
+func age(d time.Duration) string {
+	if d <= 0 {
+		return "-"
+	}
+	return d.Round(time.Second).String()
+}
+
+// excerpt cuts s to at most n runes, on one line.
+func excerpt(s string, n int) string {
+	r := []rune(s)
+	for i, c := range r {
+		if c == '\n' || c == '\r' || c == '\t' {
+			r[i] = ' '
+		}
+	}
+	if len(r) > n {
+		return string(r[:n-1]) + "…"
+	}
+	return string(r)
+}
+
+func writeJSON(w io.Writer, v any) error {
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	return enc.Encode(v)
+}
