@@ -279,7 +279,7 @@ func (r *Reader) csvError(err error, rec []string) error {
 	case errors.As(err, &pe):
 		r.rows++
 		r.nextLine = pe.Line + 1
-		r.problem(pe.Line, "", "", fmt.Sprintf("malformed CSV: %v (column %d)", pe.Err, pe.Column))
+		r.problem(pe.Line, "", "", fmt.Sprintf("malformed CSV: %v (at byte %d of the line)", pe.Err, pe.Column))
 		return nil
 	default:
 		return err
@@ -387,11 +387,11 @@ func (r *Reader) nextJSONL() (Payment, bool, error) {
 		r.scratch = scratch
 		if !ok {
 			r.f.reported |= 1 << i
-			msg := "not a JSON string"
 			if v[0] == '"' {
-				msg = "contains an invalid escape (lone UTF-16 surrogate)"
+				r.problem(r.line, fieldNames[i], quoteValue(string(v[1:len(v)-1])), "contains an invalid escape (a lone UTF-16 surrogate)")
+			} else {
+				r.problem(r.line, fieldNames[i], quoteValue(string(v)), "not a JSON string")
 			}
-			r.problem(r.line, fieldNames[i], quoteValue(string(v)), msg)
 			continue
 		}
 		r.f.vals[i] = s
