@@ -1,0 +1,307 @@
+package limiter
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/reconcile/reconcile/internal/pgtest"
+)
+
+func TestMain(m *testing.M) { pgtest.Main(m) }
+
+// twoPools returns two pools on one fresh database: two processes.
+func twoPools(t testing.TB) (*pgxpool.Pool, *pgxpool.Pool) {
+	t.Helper()
+	conn := pgtest.ConnString(t)
+	open := func() *pgxpool.Pool {
+		p, err := pgxpool.New(context.Background(), conn)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(p.Close)
+		return p
+	}
+	return open(), open()
+}
+
+func openShared(t testing.TB, pool *pgxpool.Pool, cfg Config) *Shared {
+	t.Helper()
+	l, err := Open(context.Background(), pool, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = l.Close() })
+	return l
+}
+
+// fakeClock is a manually advanced clock.
+type fakeClock struct {
+	mu  sync.Mutex
+	now time.Time
+}
+
+func (c *fakeClock) Now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.now
+}
+
+func (c *fakeClock) Advance(d time.Duration) {
+	c.mu.Lock()
+	c.now = c.now.Add(d)
+	c.mu.Unlock()
+}
+
+func TestSettings(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	pool := pgtest.New(t)
+	s, err := LoadSettings(ctx, pool, "provider")
+	if err != nil || s != (Settings{Rate: DefaultRate, Burst: DefaultBurst}) {
+		t.Fatalf("LoadSettings without a row = %+v, %v; want defaults", s, err)
+	}
+	if err := SaveSettings(ctx, pool, "provider", Settings{Rate: 2.5, Burst: 3}); err != nil {
+		t.Fatal(err)
+	}
+	if s, err := LoadSettings(ctx, pool, "provider"); err != nil || s != (Settings{Rate: 2.5, Burst: 3}) {
+		t.Fatalf("LoadSettings = %+v, %v; want 2.5/3", s, err)
+	}
+	for _, bad := range []Settings{{0, 1}, {-1, 1}, {1, 0}} {
+		if err := SaveSettings(ctx, pool, "provider", bad); err == nil {
+			t.Errorf("SaveSettings(%+v) accepted", bad)
+		}
+	}
+}
+
+// TestSharedTwoProcessesStayUnderLimit drives two limiters (two pools, one
+// row) from eight goroutines for a short real window and checks every
+// window of the grant timestamps against burst + rate×t.
+func TestSharedTwoProcessesStayUnderLimit(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	p1, p2 := twoPools(t)
+	const rate, burst = 40.0, 5
+	if err := SaveSettings(ctx, p1, DefaultName, Settings{Rate: rate, Burst: burst}); err != nil {
+		t.Fatal(err)
+	}
+	limiters := []*Shared{openShared(t, p1, Config{}), openShared(t, p2, Config{})}
+	var mu sync.Mutex
+	var grants []time.Time
+	runCtx, cancel := context.WithTimeout(ctx, 1500*time.Millisecond)
+	defer cancel()
+	var wg sync.WaitGroup
+	for i := range 8 {
+		l := limiters[i%2]
+		wg.Go(func() {
+			for {
+				if err := l.Wait(runCtx); err != nil {
+					if !errors.Is(err, context.DeadlineExceeded) {
+						t.Error(err)
+					}
+					return
+				}
+				now := time.Now()
+				mu.Lock()
+				grants = append(grants, now)
+				mu.Unlock()
+			}
+		})
+	}
+	wg.Wait()
+	// Slack: a slot used late by timer latency, at most one lease window.
+	checkRateBound(t, grants, rate, burst, rate*0.1)
+	if min := burst + rate*1.5*0.5; float64(len(grants)) < min {
+		t.Errorf("%d grants in 1.5s, want at least %v (half the budget)", len(grants), min)
+	}
+	var trips, granted int64
+	for _, l := range limiters {
+		s := l.Snapshot()
+		trips += s.RoundTrips
+		granted += s.Grants
+	}
+	if granted != int64(len(grants)) {
+		t.Errorf("snapshots count %d grants, callers saw %d", granted, len(grants))
+	}
+	t.Logf("%d grants, %d round trips", granted, trips)
+}
+
+func TestSharedPenaltyHonouredByOther(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	p1, p2 := twoPools(t)
+	if err := SaveSettings(ctx, p1, DefaultName, Settings{Rate: 100, Burst: 10}); err != nil {
+		t.Fatal(err)
+	}
+	a, b := openShared(t, p1, Config{}), openShared(t, p2, Config{})
+	if err := b.Wait(ctx); err != nil {
+		t.Fatal(err)
+	}
+	before := time.Now()
+	if err := a.Throttled(ctx, 700*time.Millisecond); err != nil {
+		t.Fatal(err)
+	}
+	// Postgres keeps microseconds.
+	deadline := before.Add(700 * time.Millisecond).Truncate(time.Microsecond)
+	for _, l := range []*Shared{a, b} {
+		if err := l.Wait(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if got := time.Now(); got.Before(deadline) {
+			t.Errorf("granted at %v, %v before the penalty ends", got, deadline.Sub(got))
+		}
+	}
+	if s := b.Snapshot(); s.EffectiveRate != 50 || s.Throttles != 1 || s.PenaltyUntil.Before(deadline) {
+		t.Errorf("other process sees %+v, want effective rate 50, 1 throttle, penalty until %v", s, deadline)
+	}
+}
+
+func TestSharedPicksUpSettings(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	p1, p2 := twoPools(t)
+	l := openShared(t, p1, Config{})
+	if s := l.Snapshot(); s.Rate != DefaultRate || s.Burst != DefaultBurst {
+		t.Fatalf("new limiter %+v, want default settings", s)
+	}
+	if err := SaveSettings(ctx, p2, DefaultName, Settings{Rate: 3, Burst: 2}); err != nil {
+		t.Fatal(err)
+	}
+	saved := time.Now()
+	for {
+		s := l.Snapshot()
+		if s.Rate == 3 && s.Burst == 2 && s.EffectiveRate == 3 {
+			break
+		}
+		if time.Since(saved) > time.Second {
+			t.Fatalf("after 1s the running limiter still has %+v", s)
+		}
+		time.Sleep(10 * time.Millisecond) // polling a condition, bounded above
+	}
+}
+
+// TestSharedAIMD drives the shared adaptive rate on a fake clock: one
+// decrease per throttle window, the floor, additive increase up to the
+// ceiling, header caps.
+func TestSharedAIMD(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	p1, p2 := twoPools(t)
+	if err := SaveSettings(ctx, p1, DefaultName, Settings{Rate: 100, Burst: 100}); err != nil {
+		t.Fatal(err)
+	}
+	clock := &fakeClock{now: t0}
+	l := openShared(t, p1, Config{Now: clock.Now})
+	other := openShared(t, p2, Config{Now: clock.Now})
+	rate := func() float64 { return l.Snapshot().EffectiveRate }
+
+	mustThrottle := func(d time.Duration) {
+		t.Helper()
+		if err := l.Throttled(ctx, d); err != nil {
+			t.Fatal(err)
+		}
+	}
+	mustThrottle(0)
+	if r := rate(); r != 50 {
+		t.Fatalf("after a throttle: %v, want 50", r)
+	}
+	clock.Advance(500 * time.Millisecond)
+	mustThrottle(0)
+	if r := rate(); r != 50 {
+		t.Fatalf("second throttle inside the 1s window: %v, want 50", r)
+	}
+	for range 10 {
+		clock.Advance(time.Second)
+		mustThrottle(0)
+		if r := rate(); r < 1 || r > 100 {
+			t.Fatalf("rate %v outside [floor 1, ceiling 100]", r)
+		}
+	}
+	if r := rate(); r != 1 {
+		t.Fatalf("after 11 throttle windows: %v, want the floor 1", r)
+	}
+	// Sustained success: +5/s (5% of the ceiling per second), up to 100.
+	for i := range 25 {
+		clock.Advance(time.Second)
+		l.Succeeded()
+		if err := l.Wait(ctx); err != nil {
+			t.Fatal(err)
+		}
+		want := min(100, 1+5*float64(i))
+		if r := rate(); r != want {
+			t.Fatalf("after %d s of success: %v, want %v", i+1, r, want)
+		}
+	}
+	// A header implying 10/s caps every process at the next lease.
+	l.Observe(Hints{Quota: 10, Window: time.Second})
+	if err := l.Wait(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if r := rate(); r != 10 {
+		t.Fatalf("after a 10/s policy hint: %v, want 10", r)
+	}
+	// An exhausted quota stops this process at once and the other at its
+	// next lease; the clock does not move, so both wait until ctx ends.
+	reset := clock.Now().Add(30 * time.Second)
+	l.Observe(Hints{HasRemaining: true, Remaining: 0, Reset: reset})
+	for i, lim := range []*Shared{l, other} {
+		short, cancel := context.WithTimeout(ctx, 300*time.Millisecond)
+		err := lim.Wait(short)
+		cancel()
+		if !errors.Is(err, context.DeadlineExceeded) {
+			t.Fatalf("process %d: Wait during an exhausted quota = %v, want deadline exceeded", i, err)
+		}
+	}
+	if s := other.Snapshot(); !s.PenaltyUntil.Equal(reset) {
+		t.Errorf("other process sees penalty until %v", s.PenaltyUntil)
+	}
+}
+
+func TestOpenRejectsBadConfig(t *testing.T) {
+	t.Parallel()
+	if _, err := Open(context.Background(), nil, Config{Floor: -1}); err == nil {
+		t.Fatal("Open accepted Floor -1")
+	}
+}
+
+// BenchmarkSharedWait measures the grant path with an unreachable limit:
+// grants per second and database round trips per grant.
+func BenchmarkSharedWait(b *testing.B) {
+	for _, par := range []int{1, 8} {
+		b.Run(map[int]string{1: "goroutines=1", 8: "goroutines=16"}[par], func(b *testing.B) {
+			ctx := context.Background()
+			pool := pgtest.New(b)
+			if err := SaveSettings(ctx, pool, DefaultName, Settings{Rate: 1e6, Burst: 1000}); err != nil {
+				b.Fatal(err)
+			}
+			l := openShared(b, pool, Config{})
+			start := time.Now()
+			b.ResetTimer()
+			if par == 1 {
+				for range b.N {
+					if err := l.Wait(ctx); err != nil {
+						b.Fatal(err)
+					}
+				}
+			} else {
+				b.SetParallelism(par)
+				b.RunParallel(func(pb *testing.PB) {
+					for pb.Next() {
+						if err := l.Wait(ctx); err != nil {
+							b.Error(err)
+							return
+						}
+					}
+				})
+			}
+			b.StopTimer()
+			s := l.Snapshot()
+			b.ReportMetric(float64(s.Grants)/time.Since(start).Seconds(), "grants/s")
+			b.ReportMetric(float64(s.RoundTrips)/float64(s.Grants), "trips/grant")
+		})
+	}
+}
