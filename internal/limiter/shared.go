@@ -304,7 +304,9 @@ func (l *Shared) fetch(ctx context.Context, now time.Time) error {
 	if res.n == 0 {
 		retry := res.penaltyUntil
 		if !res.penalised {
-			need := (1 - res.avail) / res.row.EffectiveRate
+			// Come back when the whole batch asked for is due within the
+			// window, not for a single token: fewer, fuller round trips.
+			need := (float64(want) - res.avail) / res.row.EffectiveRate
 			retry = res.t0.Add(durationOf(need) - l.cfg.LeaseWindow)
 		}
 		if earliest := now.Add(time.Millisecond); retry.Before(earliest) {
