@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
@@ -80,4 +81,43 @@ func SaveSettings(ctx context.Context, db DB, name string, s Settings) error {
 		return fmt.Errorf("save settings of limiter %s: %w", name, err)
 	}
 	return nil
+}
+
+// State is a limiter's row as stored: its settings and its running state.
+type State struct {
+	Settings
+	// Name of the limiter.
+	Name string
+	// Stored is false when the limiter has no row yet (Settings are then
+	// the defaults).
+	Stored bool
+	// EffectiveRate is the adaptive rate in force, requests per second.
+	EffectiveRate float64
+	// PenaltyUntil is when the latest penalty ends (zero if none).
+	PenaltyUntil time.Time
+	// Throttles counts the throttles reported by all processes.
+	Throttles int64
+	// SettingsUpdatedAt is when rate and burst were last set.
+	SettingsUpdatedAt time.Time
+}
+
+// LoadState reads the row of limiter name. Without a row it returns the
+// defaults with Stored false.
+func LoadState(ctx context.Context, db DB, name string) (State, error) {
+	s := State{Name: name, Stored: true}
+	var penalty *time.Time
+	err := db.QueryRow(ctx, `
+		SELECT rate, burst, effective_rate, penalty_until, throttles, settings_updated_at
+		  FROM rate_limiters WHERE name = $1`, name).
+		Scan(&s.Rate, &s.Burst, &s.EffectiveRate, &penalty, &s.Throttles, &s.SettingsUpdatedAt)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return State{Name: name, Settings: Settings{Rate: DefaultRate, Burst: DefaultBurst}, EffectiveRate: DefaultRate}, nil
+	}
+	if err != nil {
+		return State{}, fmt.Errorf("load state of limiter %s: %w", name, err)
+	}
+	if penalty != nil {
+		s.PenaltyUntil = *penalty
+	}
+	return s, nil
 }

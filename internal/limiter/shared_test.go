@@ -305,3 +305,21 @@ func BenchmarkSharedWait(b *testing.B) {
 		})
 	}
 }
+
+func TestLoadState(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	pool := pgtest.New(t)
+	s, err := LoadState(ctx, pool, "other")
+	if err != nil || s.Stored || s.Rate != DefaultRate || s.EffectiveRate != DefaultRate {
+		t.Fatalf("LoadState without a row = %+v, %v", s, err)
+	}
+	l := openShared(t, pool, Config{Name: "other"})
+	if err := l.Throttled(ctx, time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	s, err = LoadState(ctx, pool, "other")
+	if err != nil || !s.Stored || s.EffectiveRate != DefaultRate/2 || s.Throttles != 1 || s.PenaltyUntil.IsZero() {
+		t.Fatalf("LoadState after a throttle = %+v, %v", s, err)
+	}
+}

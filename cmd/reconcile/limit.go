@@ -1,0 +1,145 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"math"
+	"time"
+
+	"github.com/reconcile/reconcile/internal/limiter"
+)
+
+func cmdLimit(ctx context.Context, e *env, args []string) error {
+	if len(args) == 0 || args[0] == "-h" || args[0] == "--help" || args[0] == "help" {
+		fmt.Fprintf(e.stderr, "Usage: reconcile limit show [--name NAME] [--json]\n       reconcile limit set [--rate R] [--burst B] [--name NAME]\n\n"+
+			"Show or change the provider's rate limit, shared by every consumer through the database.\n"+
+			"Running consumers apply a change within a second. Without a stored setting the limit is\n"+
+			"%g requests/s with a burst of %d.\n\n"+
+			"Example:\n  reconcile limit set --rate 50 --burst 20\n", limiter.DefaultRate, limiter.DefaultBurst)
+		if len(args) == 0 {
+			return usageErrorf("limit: want show or set")
+		}
+		return nil
+	}
+	switch args[0] {
+	case "show":
+		return cmdLimitShow(ctx, e, args[1:])
+	case "set":
+		return cmdLimitSet(ctx, e, args[1:])
+	}
+	return usageErrorf("limit: unknown action %q: want show or set", args[0])
+}
+
+func cmdLimitShow(ctx context.Context, e *env, args []string) error {
+	fs := newFlagSet(e, "limit show", "[--name NAME] [--json]",
+		"Print the configured rate and burst, the adaptive rate in force, the current penalty and the\n"+
+			"number of throttles the consumers have reported.",
+		"reconcile limit show --json")
+	name := fs.String("name", limiter.DefaultName, "limiter name")
+	asJSON := fs.Bool("json", false, "print JSON")
+	if err := parseFlags(fs, args); err != nil {
+		return err
+	}
+	logger, err := e.logger()
+	if err != nil {
+		return err
+	}
+	pool, err := e.connect(ctx, logger)
+	if err != nil {
+		return err
+	}
+	defer pool.Close()
+	s, err := limiter.LoadState(ctx, pool, *name)
+	if err != nil {
+		return err
+	}
+	if *asJSON {
+		out := struct {
+			Name              string     `json:"name"`
+			Stored            bool       `json:"stored"`
+			Rate              float64    `json:"rate"`
+			Burst             int        `json:"burst"`
+			EffectiveRate     float64    `json:"effective_rate"`
+			PenaltyUntil      *time.Time `json:"penalty_until"`
+			Throttles         int64      `json:"throttles"`
+			SettingsUpdatedAt *time.Time `json:"settings_updated_at"`
+		}{Name: s.Name, Stored: s.Stored, Rate: s.Rate, Burst: s.Burst, EffectiveRate: s.EffectiveRate, Throttles: s.Throttles}
+		if !s.PenaltyUntil.IsZero() {
+			out.PenaltyUntil = &s.PenaltyUntil
+		}
+		if s.Stored {
+			out.SettingsUpdatedAt = &s.SettingsUpdatedAt
+		}
+		enc := json.NewEncoder(e.stdout)
+		enc.SetIndent("", "  ")
+		return enc.Encode(out)
+	}
+	fmt.Fprintf(e.stdout, "limiter:        %s\n", s.Name)
+	if s.Stored {
+		fmt.Fprintf(e.stdout, "rate:           %g/s\nburst:          %d\n", s.Rate, s.Burst)
+		fmt.Fprintf(e.stdout, "set at:         %s\n", s.SettingsUpdatedAt.Format(time.RFC3339))
+	} else {
+		fmt.Fprintf(e.stdout, "rate:           %g/s (default)\nburst:          %d (default)\n", s.Rate, s.Burst)
+	}
+	fmt.Fprintf(e.stdout, "effective rate: %g/s\n", math.Round(s.EffectiveRate*1000)/1000)
+	if now := time.Now(); s.PenaltyUntil.After(now) {
+		fmt.Fprintf(e.stdout, "penalty until:  %s (%s from now)\n", s.PenaltyUntil.Format(time.RFC3339), s.PenaltyUntil.Sub(now).Round(time.Second))
+	} else {
+		fmt.Fprintf(e.stdout, "penalty:        none\n")
+	}
+	fmt.Fprintf(e.stdout, "throttles:      %d\n", s.Throttles)
+	return nil
+}
+
+func cmdLimitSet(ctx context.Context, e *env, args []string) error {
+	fs := newFlagSet(e, "limit set", "[--rate R] [--burst B] [--name NAME]",
+		"Set the provider's rate limit (requests per second, the ceiling of the adaptive rate) and burst.\n"+
+			"A flag left out keeps its stored value. Running consumers apply the change within a second.",
+		"reconcile limit set --rate 50 --burst 20")
+	name := fs.String("name", limiter.DefaultName, "limiter name")
+	rate := fs.Float64("rate", 0, "requests per second, > 0")
+	burst := fs.Int("burst", 0, "requests allowed at once after an idle period, >= 1")
+	if err := parseFlags(fs, args); err != nil {
+		return err
+	}
+	set := map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
+	if !set["rate"] && !set["burst"] {
+		return usageErrorf("limit set: give --rate, --burst or both")
+	}
+	if set["rate"] && (!(*rate > 0) || math.IsInf(*rate, 0)) {
+		return usageErrorf("limit set: --rate %v: want a positive number of requests per second", *rate)
+	}
+	if set["burst"] && *burst < 1 {
+		return usageErrorf("limit set: --burst %d: want at least 1", *burst)
+	}
+	if *name == "" {
+		return usageErrorf("limit set: --name: must not be empty")
+	}
+	logger, err := e.logger()
+	if err != nil {
+		return err
+	}
+	pool, err := e.connect(ctx, logger)
+	if err != nil {
+		return err
+	}
+	defer pool.Close()
+	s, err := limiter.LoadSettings(ctx, pool, *name)
+	if err != nil {
+		return err
+	}
+	if set["rate"] {
+		s.Rate = *rate
+	}
+	if set["burst"] {
+		s.Burst = *burst
+	}
+	if err := limiter.SaveSettings(ctx, pool, *name, s); err != nil {
+		return err
+	}
+	fmt.Fprintf(e.stdout, "limiter %s: rate %g/s, burst %d\n", *name, s.Rate, s.Burst)
+	return nil
+}
