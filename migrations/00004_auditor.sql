@@ -222,11 +222,13 @@ COMMENT ON COLUMN transaction_history.hash IS 'Hex SHA-256 chaining this change 
 -- Roles are cluster-wide, and several databases of one cluster (parallel
 -- test databases, staging next to production) migrate concurrently: a
 -- concurrent CREATE ROLE fails with unique_violation rather than
--- duplicate_object, so both mean "already there".
+-- duplicate_object, so both mean "already there". Only the creator comments
+-- the role: concurrent COMMENT ON ROLE could collide on the shared catalog.
 -- +goose StatementBegin
 DO $$
 BEGIN
     CREATE ROLE reconcile_auditor NOLOGIN;
+    COMMENT ON ROLE reconcile_auditor IS 'reconcile: read-only access to the ledger tables and auditor views. Grant it to a login role with `reconcile audit grant ROLE`.';
 EXCEPTION WHEN duplicate_object OR unique_violation THEN
     NULL;
 END
@@ -237,14 +239,12 @@ $$;
 DO $$
 BEGIN
     CREATE ROLE reconcile_app NOLOGIN;
+    COMMENT ON ROLE reconcile_app IS 'reconcile: what the consumer and enqueuer need; may append transitions but never update, delete or truncate them.';
 EXCEPTION WHEN duplicate_object OR unique_violation THEN
     NULL;
 END
 $$;
 -- +goose StatementEnd
-
-COMMENT ON ROLE reconcile_auditor IS 'reconcile: read-only access to the ledger tables and auditor views. Grant it to a login role with `reconcile audit grant ROLE`.';
-COMMENT ON ROLE reconcile_app IS 'reconcile: what the consumer and enqueuer need; may append transitions but never update, delete or truncate them.';
 
 -- Nobody but the owner gets anything by default.
 REVOKE ALL ON runs, items, transitions, run_shards, account_progress, run_completions, account_completions,

@@ -359,3 +359,45 @@ func TestGrantUnknownRole(t *testing.T) {
 }
 
 func randomName() string { return uuid.NewString()[:8] }
+
+// BenchmarkVerify measures Verify over one run of 10,000 items with three
+// transitions each; it reports transitions verified per second.
+func BenchmarkVerify(b *testing.B) {
+	conn := pgtest.ConnString(b)
+	pool, err := pgxpool.New(context.Background(), conn)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer pool.Close()
+	ctx := context.Background()
+	run := uuid.New()
+	const n = 10000
+	for _, stmt := range []string{`
+		INSERT INTO runs (run_id, reconciliation_id, business_date, generation, trigger, triggered_by, source, source_sha256, time_zone, item_count)
+		VALUES ($1, 'nightly-2026-11-02', '2026-11-02', 1, 'cron', 't', 'x', '', 'UTC', $2)`, `
+		INSERT INTO items (run_id, transaction_id, account_id, idempotency_key, amount_minor, currency, status, occurred_at, shard, state)
+		SELECT $1, 'tx-' || g, 'acc-' || (g % 97), 'nightly-2026-11-02:tx-' || g, g, 'EUR', 'succeeded', now(), 0, 'matched'
+		  FROM generate_series(1, $2::int) g`, `
+		INSERT INTO transitions (run_id, transaction_id, from_state, to_state, attempt, http_status, reason, retry_after_ms, details, actor)
+		SELECT $1, 'tx-' || g, 'queued', 'retry_scheduled', 1, 429, 'throttled', 2000, '{"retry_after":"2"}', 'host:1'
+		  FROM generate_series(1, $2::int) g`, `
+		INSERT INTO transitions (run_id, transaction_id, from_state, to_state, attempt, http_status, reason, retry_after_ms, actor)
+		SELECT $1, 'tx-' || g, 'retry_scheduled', 'retry_scheduled', 2, 503, 'http_503', 800, 'host:1'
+		  FROM generate_series(1, $2::int) g`, `
+		INSERT INTO transitions (run_id, transaction_id, from_state, to_state, attempt, http_status, reason, actor)
+		SELECT $1, 'tx-' || g, 'retry_scheduled', 'matched', 3, 200, 'matched', 'host:1'
+		  FROM generate_series(1, $2::int) g`,
+	} {
+		if _, err := pool.Exec(ctx, stmt, run, n); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.ResetTimer()
+	for b.Loop() {
+		rep, err := audit.Verify(ctx, pool, audit.Filter{RunID: &run})
+		if err != nil || !rep.OK() || rep.Transitions != 3*n {
+			b.Fatalf("err=%v ok=%v transitions=%d", err, rep.OK(), rep.Transitions)
+		}
+	}
+	b.ReportMetric(float64(3*n*b.N)/b.Elapsed().Seconds(), "transitions/s")
+}
