@@ -616,7 +616,7 @@ func TestListenerWakesOnPublish(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		t.Logf("woken %v after the publish committed", time.Since(published))
+		t.Logf("woken %v after Publish was called", time.Since(published))
 	case <-time.After(20 * time.Second):
 		t.Fatal("listener not woken by a publish")
 	}
