@@ -537,7 +537,7 @@ func TestProblemListFormat(t *testing.T) {
 func TestIDSet(t *testing.T) {
 	t.Parallel()
 	s := newIDSet()
-	const n = 300_000
+	const n = 100_000
 	for i := range n {
 		if first, dup := s.add(fmt.Sprintf("tx_%d", i), i+1); dup {
 			t.Fatalf("tx_%d reported as a duplicate of line %d", i, first)

@@ -50,7 +50,6 @@ type Generator struct {
 	start    time.Time
 	span     time.Duration
 	i        int
-	idBuf    []byte
 	accounts uint64
 }
 

@@ -84,7 +84,7 @@ func TestRoundTrip(t *testing.T) {
 		{payments.FormatCSV, dstEnd, berlin},
 		{payments.FormatJSONL, dstEnd, berlin},
 	} {
-		cfg := Config{Date: tc.date, Location: tc.loc, Count: 20000, Seed: 3}
+		cfg := Config{Date: tc.date, Location: tc.loc, Count: 5000, Seed: 3}
 		var buf bytes.Buffer
 		if err := Write(&buf, tc.format, cfg); err != nil {
 			t.Fatal(err)
