@@ -1,0 +1,132 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"os"
+
+	"github.com/reconcile/reconcile/internal/payments"
+	"github.com/reconcile/reconcile/internal/provider"
+	"github.com/reconcile/reconcile/internal/providersim"
+)
+
+func cmdProviderSim(ctx context.Context, e *env, args []string) error {
+	fs := newFlagSet(e, "provider-sim", "[--addr HOST:PORT] [--source FILE|-] [--limit SCHEDULE] [fault flags]",
+		`Run a simulated payment provider for trials: GET /v1/transactions/{id} answers from
+the payments in --source, with chosen shares of faults (picked per transaction id from
+--seed), its own rate limit (a schedule: RATE@OFFSET,... counted from start-up; 0 or
+"none" for unlimited) answered with 429 and Retry-After, and latency.
+
+GET /_sim/stats returns its counters as JSON; POST /_sim/config with
+{"limit":"10@0s","burst":5,"clear_faults":true,"transient_rate":0,"token":"..."}
+changes it while it runs. Bind it to a loopback address: those endpoints are open.
+
+The bearer token required is --token, else RECONCILE_PROVIDER_TOKEN, else none.
+Runs until interrupted.`,
+		"reconcile provider-sim --addr 127.0.0.1:8080 --source payments.csv --limit 20@0s,10@30s,30@60s --burst 10 --mismatch 0.02 --missing 0.01")
+	addr := fs.String("addr", "127.0.0.1:8080", "address to listen on (port 0 picks a free port)")
+	source := fs.String("source", "", "payment file (CSV or JSON Lines, - for standard input); without it every id is missing")
+	limit := fs.String("limit", "none", "rate limit schedule RATE@OFFSET,... (calls per second; 0 or none: unlimited)")
+	burst := fs.Int("burst", 0, "token bucket capacity (0: the schedule's highest rate)")
+	seed := fs.Uint64("seed", 1, "seed choosing the faulty transactions and the random parts")
+	mismatch := fs.Float64("mismatch", 0, "share of transactions answered with one field changed")
+	missing := fs.Float64("missing", 0, "share of transactions answered 404")
+	badRequest := fs.Float64("bad-request", 0, "share of transactions answered 400 on every call")
+	badBody := fs.Float64("bad-body", 0, "share of transactions answered 200 with an unreadable body on every call")
+	transient := fs.Float64("transient", 0, "share of transactions answered 503 on their first --transient-calls calls")
+	transientCalls := fs.Int("transient-calls", 2, "failing calls of a --transient transaction before it succeeds")
+	transientRate := fs.Float64("transient-rate", 0, "probability that any call fails with 503")
+	latency := fs.Duration("latency", 0, "fixed latency of every answer")
+	latencyJitter := fs.Duration("latency-jitter", 0, "random latency added, uniform in [0, this)")
+	retryAfterDate := fs.Bool("retry-after-date", false, "send Retry-After as an HTTP-date instead of seconds")
+	rateLimitHeaders := fs.Bool("ratelimit-headers", false, "send RateLimit-Policy and RateLimit headers")
+	token := fs.String("token", "", "bearer token to require (default RECONCILE_PROVIDER_TOKEN; empty: none)")
+	if err := parseFlags(fs, args); err != nil {
+		return err
+	}
+	logger, err := e.logger()
+	if err != nil {
+		return err
+	}
+	sched, err := providersim.ParseSchedule(*limit)
+	if err != nil {
+		return usageErrorf("--limit: %v", err)
+	}
+	tok := *token
+	if tok == "" {
+		tok = e.getenv("RECONCILE_PROVIDER_TOKEN")
+	}
+	cfg := providersim.Config{
+		Seed: *seed,
+		Shares: providersim.Shares{Mismatch: *mismatch, Missing: *missing, BadRequest: *badRequest,
+			BadBody: *badBody, Transient: *transient},
+		TransientCalls:   *transientCalls,
+		TransientRate:    *transientRate,
+		Limit:            sched,
+		Burst:            *burst,
+		RetryAfterDate:   *retryAfterDate,
+		RateLimitHeaders: *rateLimitHeaders,
+		Latency:          providersim.Latency{Fixed: *latency, Jitter: *latencyJitter},
+		Token:            provider.Secret(tok),
+		Logger:           logger,
+	}
+	if *source != "" {
+		cfg.Records, err = loadSimRecords(e, *source)
+		if err != nil {
+			return err
+		}
+		if cfg.Records == nil {
+			cfg.Records = []provider.Record{}
+		}
+	}
+	sim, err := providersim.New(cfg)
+	if err != nil {
+		return usageError(err)
+	}
+	err = providersim.Serve(ctx, sim, *addr, func(a net.Addr) {
+		logger.Info("provider simulator listening", "url", "http://"+a.String(), "records", len(sim.Records()),
+			"limit", sched.String(), "burst", sim.Stats().Burst, "seed", *seed, "token_required", tok != "")
+	})
+	if err != nil {
+		return err
+	}
+	st := sim.Stats()
+	logger.Info("provider simulator stopped", "calls", st.Calls, "throttled", st.Throttled, "distinct_keys", st.DistinctKeys)
+	return nil
+}
+
+// loadSimRecords reads the simulator's dataset from a payment file. Any
+// problem with the file is bad input.
+func loadSimRecords(e *env, name string) ([]provider.Record, error) {
+	var src io.Reader = e.stdin
+	if name != "-" {
+		f, err := os.Open(name)
+		if err != nil {
+			return nil, usageErrorf("open payments %s: %v", name, err)
+		}
+		defer f.Close()
+		src = f
+	}
+	r, err := payments.NewReader(src, name, payments.Options{AllowOutsideDate: true})
+	if err != nil {
+		return nil, err
+	}
+	var recs []provider.Record
+	for {
+		p, err := r.Next()
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			return nil, fmt.Errorf("read payments %s: %w", name, err)
+		}
+		recs = append(recs, provider.Record{ID: p.TransactionID, AmountMinor: p.AmountMinor, Currency: p.Currency, Status: p.Status})
+	}
+	if problems := r.Problems(); !problems.Empty() {
+		return nil, usageError(problems)
+	}
+	return recs, nil
+}
