@@ -26,8 +26,9 @@ type Config struct {
 	// Logger receives settings changes and database errors of the
 	// background poll. Defaults to discarding.
 	Logger *slog.Logger
-	// Floor is the lowest effective rate, in requests per second. Defaults
-	// to DefaultFloor(rate): rate/100, at least 0.5, at most rate.
+	// Floor is the lowest effective rate, in requests per second, never
+	// above the configured rate. Defaults to DefaultFloor(rate) (rate/100,
+	// at least 0.5).
 	Floor float64
 	// Decrease multiplies the effective rate on a throttle, in (0, 1).
 	// Defaults to 0.5.
@@ -113,8 +114,9 @@ type Snapshot struct {
 // one Shared serves all workers of a process.
 //
 // Wait leases tokens from the row in batches of at most LeaseWindow of the
-// effective rate (and at most as many as there are waiting callers, so a
-// process never sits on tokens others could use), with one UPDATE …
+// effective rate (and at most as many as its callers are waiting for or
+// took in the last LeaseWindow, so a slow process does not sit on tokens
+// others could use), with one UPDATE …
 // RETURNING per batch. The row debits every leased token at its slot time,
 // so N processes together stay within burst + rate×t, give or take the
 // timer latency of using a slot late (unused slots expire after
@@ -136,6 +138,11 @@ type Shared struct {
 	hintRate float64       // lowest rate implied by headers since the last lease; 0 none
 	hintStop time.Time     // quota exhausted until this, not yet written to the row
 	snap     Snapshot
+	// Demand: grants in the current and the previous LeaseWindow, so a
+	// lease covers what callers took lately, not only who waits now.
+	demandStart time.Time
+	demandNow   int
+	demandPrev  int
 
 	stop   context.CancelFunc
 	polled sync.WaitGroup
@@ -225,6 +232,7 @@ func (l *Shared) Wait(ctx context.Context) error {
 				continue // a penalty arrived while we slept: this slot is void
 			}
 			l.snap.Grants++
+			l.noteGrant(l.cfg.Now())
 			l.mu.Unlock()
 			return nil
 		}
@@ -273,7 +281,7 @@ func (l *Shared) fetch(ctx context.Context, now time.Time) error {
 		close(ch)
 	}()
 	maxLease := int(math.Floor(l.snap.EffectiveRate * l.cfg.LeaseWindow.Seconds()))
-	want := max(1, min(l.waiters, maxLease, l.snap.Burst))
+	want := max(1, min(max(l.waiters, l.demand(now)), maxLease, l.snap.Burst))
 	success, hintRate, hintStop := l.success, l.hintRate, l.hintStop
 	l.success, l.hintRate, l.hintStop = false, 0, time.Time{}
 	floor := l.floor()
@@ -319,6 +327,28 @@ func (l *Shared) fetch(ctx context.Context, now time.Time) error {
 		l.slots = append(l.slots, res.t0.Add(durationOf((float64(i)-res.avail)/res.row.EffectiveRate)))
 	}
 	return nil
+}
+
+// noteGrant counts a grant at now for the demand estimate. Called with l.mu
+// held.
+func (l *Shared) noteGrant(now time.Time) {
+	l.demand(now)
+	l.demandNow++
+}
+
+// demand returns the grants of the last full LeaseWindow or the current
+// one, whichever is larger, rolling the windows forward to now. Called with
+// l.mu held.
+func (l *Shared) demand(now time.Time) int {
+	if elapsed := now.Sub(l.demandStart); elapsed >= l.cfg.LeaseWindow {
+		l.demandPrev = l.demandNow
+		if elapsed >= 2*l.cfg.LeaseWindow {
+			l.demandPrev = 0
+		}
+		l.demandNow = 0
+		l.demandStart = now
+	}
+	return max(l.demandNow, l.demandPrev)
 }
 
 // floor returns the effective rate's floor for the configured rate last
