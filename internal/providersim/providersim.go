@@ -167,7 +167,9 @@ type Expected struct {
 	Reason string
 }
 
-// Second is one second of the per-second series, counted from New.
+// Second is one second of the per-second series, counted from New: calls
+// received, answered 2xx, answered 429, answered otherwise, and the rate
+// limit in force (0: unlimited).
 type Second struct {
 	Second    int64   `json:"second"`
 	Calls     int64   `json:"calls"`
