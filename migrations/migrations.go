@@ -59,4 +59,3 @@ func up(ctx context.Context, db *sql.DB) (Result, error) {
 	}
 	return r, nil
 }
-

@@ -45,6 +45,14 @@ type command struct {
 func commands() []command {
 	return []command{
 		{"migrate", "apply the database schema (idempotent)", cmdMigrate},
+		{"enqueue", "turn a day's payments into a run and queue messages", cmdEnqueue},
+		{"consume", "call the provider for queued items and record the outcomes", cmdConsume},
+		{"stats", "queue statistics", cmdStats},
+		{"dlq", "list or redrive dead-lettered messages", cmdDLQ},
+		{"limit", "show or set the shared provider rate limit", cmdLimit},
+		{"audit", "verify the ledger's hash chains; grant auditor access", cmdAudit},
+		{"provider-sim", "run a simulated payment provider for trials", cmdProviderSim},
+		{"sample", "write a generated day of payments (for trials and benchmarks)", cmdSample},
 		{"version", "print the version", cmdVersion},
 	}
 }
@@ -102,7 +110,7 @@ var errUsage = errors.New("usage")
 
 type usageErr struct{ err error }
 
-func (u usageErr) Error() string { return u.err.Error() }
+func (u usageErr) Error() string   { return u.err.Error() }
 func (u usageErr) Unwrap() []error { return []error{u.err, errUsage} }
 
 func usageError(err error) error { return usageErr{err} }

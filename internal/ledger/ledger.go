@@ -440,6 +440,7 @@ type Item struct {
 	Status         string
 	State          State
 	Attempts       int
+	Throttles      int
 	FirstAttemptAt time.Time // zero before the first call
 }
 
@@ -459,7 +460,7 @@ func Items(ctx context.Context, db DB, keys []Key) (map[Key]Item, error) {
 	}
 	rows, err := db.Query(ctx, `
 		SELECT i.run_id, i.transaction_id, i.account_id, i.amount_minor, i.currency, i.status, i.state,
-		       i.attempts, i.first_attempt_at
+		       i.attempts, i.throttles, i.first_attempt_at
 		  FROM unnest($1::uuid[], $2::text[]) AS k(run_id, transaction_id)
 		  JOIN items i USING (run_id, transaction_id)`, runs, ids)
 	if err != nil {
@@ -472,7 +473,7 @@ func Items(ctx context.Context, db DB, keys []Key) (map[Key]Item, error) {
 		var state string
 		var first *time.Time
 		if err := rows.Scan(&it.RunID, &it.TransactionID, &it.AccountID, &it.AmountMinor, &it.Currency, &it.Status,
-			&state, &it.Attempts, &first); err != nil {
+			&state, &it.Attempts, &it.Throttles, &first); err != nil {
 			return nil, fmt.Errorf("load items: %w", err)
 		}
 		it.State = State(state)

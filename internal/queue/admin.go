@@ -89,8 +89,9 @@ SELECT message_id, coalesce(reason, ''), coalesce(last_error, ''), deliveries, e
 }
 
 // Redrive moves the dead letters selected by f back to the queue, visible
-// now, with their delivery count reset (Attempt is kept: it counts provider
-// calls made). It runs in the caller's transaction and returns the messages
+// now, with their delivery count and Attempt reset: a redriven item gets a
+// fresh failure budget (the ledger item keeps counting every provider call).
+// It runs in the caller's transaction and returns the messages
 // it moved, so the caller can record the ledger transitions in the same
 // transaction. Waiting listeners are notified on commit.
 func (q *Queue) Redrive(ctx context.Context, db DB, f Filter) ([]Message, error) {
@@ -98,7 +99,7 @@ func (q *Queue) Redrive(ctx context.Context, db DB, f Filter) ([]Message, error)
 	rows, err := db.Query(ctx, `
 WITH moved AS (
     UPDATE queue_messages
-       SET state = 'ready', visible_at = coalesce($3::timestamptz, now()), deliveries = 0, lease = NULL,
+       SET state = 'ready', visible_at = coalesce($3::timestamptz, now()), deliveries = 0, attempt = 0, lease = NULL,
            reason = 'redrive', changed_at = coalesce($3::timestamptz, now())
      WHERE `+filterSQL+`
     RETURNING message_id, run_id, reconciliation_id, transaction_id, idempotency_key, attempt),

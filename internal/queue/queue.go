@@ -356,8 +356,9 @@ RETURNING m.message_id`, ids, leases, q.now())
 }
 
 // RetryAt reschedules the delivered message for another attempt at time at,
-// in the caller's transaction: Attempt goes up by one and the delivery count
-// is reset (the consumer did process it). It returns ErrStaleLease, changing
+// in the caller's transaction: the message's Attempt becomes d.Attempt (the
+// caller counts attempts: a throttled call may not use one up) and the
+// delivery count is reset (the consumer did process it). It returns ErrStaleLease, changing
 // nothing, when d's lease is no longer current. Listeners are notified on
 // commit and wake when at arrives.
 func (q *Queue) RetryAt(ctx context.Context, db DB, d Delivery, at time.Time, reason string) error {
@@ -365,11 +366,11 @@ func (q *Queue) RetryAt(ctx context.Context, db DB, d Delivery, at time.Time, re
 	return settle(ctx, db, d, "reschedule", `
 WITH moved AS (
     UPDATE queue_messages
-       SET visible_at = $3, lease = NULL, attempt = attempt + 1, deliveries = 0, reason = $4,
+       SET visible_at = $3, lease = NULL, attempt = $6, deliveries = 0, reason = $4,
            changed_at = coalesce($5::timestamptz, now())
      WHERE message_id = $1 AND lease = $2 AND state = 'ready'
     RETURNING 1)
-SELECT pg_notify('`+Channel+`', 'retry') FROM moved`, at, reason, q.now())
+SELECT pg_notify('`+Channel+`', 'retry') FROM moved`, at, reason, q.now(), d.Attempt)
 }
 
 // DeadLetter moves the delivered message to the dead letters with a reason

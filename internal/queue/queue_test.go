@@ -301,6 +301,7 @@ func TestRetryAtIsNotDeliveredBeforeItsTime(t *testing.T) {
 	mustPublish(t, b.q, b.pool, messages(uuid.New(), "nightly-2026-10-24", 0, 1))
 	d := mustClaim(t, b.q, 1, 1)[0]
 	at := b.clock.Now().Add(10 * time.Second)
+	d.Attempt++ // the caller counts the attempt; RetryAt stores it
 	inTx(t, b.pool, func(tx pgx.Tx) error { return b.q.RetryAt(ctx, tx, d, at, "http_503") })
 	if err := b.q.Ack(ctx, b.pool, d); !errors.Is(err, ErrStaleLease) {
 		t.Fatalf("ack after retry: err = %v, want ErrStaleLease", err)

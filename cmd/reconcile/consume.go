@@ -1,0 +1,206 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/reconcile/reconcile/internal/consume"
+	"github.com/reconcile/reconcile/internal/decision"
+	"github.com/reconcile/reconcile/internal/limiter"
+	"github.com/reconcile/reconcile/internal/provider"
+	"github.com/reconcile/reconcile/internal/queue"
+)
+
+// consumeFlags are the flags of `reconcile consume`, shared with
+// `reconcile schedule --consume` and `reconcile demo`.
+type consumeFlags struct {
+	untilDone        bool
+	concurrency      int
+	rate             float64
+	burst            int
+	maxAttempts      int
+	backoffBase      time.Duration
+	backoffCap       time.Duration
+	jitter           string
+	throttleDeadline time.Duration
+	visibility       time.Duration
+	maxDeliveries    int
+	grace            time.Duration
+	providerURL      string
+	timeout          time.Duration
+	insecure         bool
+}
+
+func (f *consumeFlags) register(fs *flag.FlagSet) {
+	def := decision.Policy{}.WithDefaults()
+	fs.BoolVar(&f.untilDone, "until-done", false, "exit 0 once every run is complete, printing a summary")
+	fs.IntVar(&f.concurrency, "concurrency", 4, "workers calling the provider at once")
+	fs.Float64Var(&f.rate, "rate", 0, "set the shared provider rate limit (calls/s) before starting; 0 keeps the stored setting")
+	fs.IntVar(&f.burst, "burst", 0, "set the shared burst with --rate; 0 keeps the stored setting (or the rate, rounded up)")
+	fs.IntVar(&f.maxAttempts, "max-attempts", def.MaxAttempts, "attempts for transient failures before an item is dead-lettered")
+	fs.DurationVar(&f.backoffBase, "backoff-base", def.BackoffBase, "first retry delay; doubles per attempt")
+	fs.DurationVar(&f.backoffCap, "backoff-cap", def.BackoffCap, "longest retry delay")
+	fs.StringVar(&f.jitter, "jitter", def.Jitter.String(), "retry jitter: full or equal")
+	fs.DurationVar(&f.throttleDeadline, "throttle-deadline", def.ThrottleDeadline, "dead-letter an item still throttled (429) this long after its first attempt")
+	fs.DurationVar(&f.visibility, "visibility", 30*time.Second, "how long a claimed message stays invisible to other consumers")
+	fs.IntVar(&f.maxDeliveries, "max-deliveries", 5, "claims without a result before a message is dead-lettered as poison")
+	fs.DurationVar(&f.grace, "grace", 10*time.Second, "on SIGTERM/SIGINT, how long in-flight calls may take to finish")
+	fs.StringVar(&f.providerURL, "provider-url", "", "provider base URL (default $RECONCILE_PROVIDER_URL)")
+	fs.DurationVar(&f.timeout, "timeout", 10*time.Second, "overall timeout of one provider call")
+	fs.BoolVar(&f.insecure, "insecure-skip-verify", false, "DANGEROUS: do not verify the provider's TLS certificate")
+}
+
+func (f *consumeFlags) policy() (decision.Policy, error) {
+	jitter, err := decision.ParseJitter(f.jitter)
+	if err != nil {
+		return decision.Policy{}, usageErrorf("--jitter: %v", err)
+	}
+	p := decision.Policy{MaxAttempts: f.maxAttempts, BackoffBase: f.backoffBase, BackoffCap: f.backoffCap,
+		Jitter: jitter, ThrottleDeadline: f.throttleDeadline}
+	if err := p.Validate(); err != nil {
+		return p, usageError(err)
+	}
+	return p, nil
+}
+
+func (f *consumeFlags) validate() error {
+	switch {
+	case f.concurrency < 1:
+		return usageErrorf("--concurrency %d: want at least 1", f.concurrency)
+	case f.rate < 0:
+		return usageErrorf("--rate %g: want a positive rate", f.rate)
+	case f.burst < 0:
+		return usageErrorf("--burst %d: want at least 1", f.burst)
+	case f.burst > 0 && f.rate == 0:
+		return usageErrorf("--burst needs --rate")
+	case f.visibility < time.Second:
+		return usageErrorf("--visibility %s: want at least 1s", f.visibility)
+	case f.maxDeliveries < 1:
+		return usageErrorf("--max-deliveries %d: want at least 1", f.maxDeliveries)
+	case f.timeout <= 0:
+		return usageErrorf("--timeout %s: want a positive duration", f.timeout)
+	}
+	_, err := f.policy()
+	return err
+}
+
+func cmdConsume(ctx context.Context, e *env, args []string) error {
+	fs := newFlagSet(e, "consume", "[flags]",
+		"Claim queued messages, call the provider at the shared rate limit, and record every outcome.\n"+
+			"Run as many consumers as you like, on any machines: the limiter is shared through Postgres.\n"+
+			"SIGINT/SIGTERM stop claiming, let in-flight calls finish (--grace) and hand back the rest.",
+		"RECONCILE_PROVIDER_URL=https://psp.example/api reconcile consume --until-done --concurrency 8")
+	var f consumeFlags
+	f.register(fs)
+	if err := parseFlags(fs, args); err != nil {
+		return err
+	}
+	if err := f.validate(); err != nil {
+		return err
+	}
+	logger, err := e.logger()
+	if err != nil {
+		return err
+	}
+	pool, err := e.connect(ctx, logger)
+	if err != nil {
+		return err
+	}
+	defer pool.Close()
+	return runConsume(ctx, e, pool, logger, f, nil)
+}
+
+// runConsume wires the consumer's parts and runs it. started, when not nil,
+// receives the consumer once it runs (for progress reporting).
+func runConsume(ctx context.Context, e *env, pool *pgxpool.Pool, logger *slog.Logger, f consumeFlags, started func(*consume.Consumer)) error {
+	policy, err := f.policy()
+	if err != nil {
+		return err
+	}
+	baseURL := f.providerURL
+	if baseURL == "" {
+		baseURL = e.getenv("RECONCILE_PROVIDER_URL")
+	}
+	if baseURL == "" {
+		return usageErrorf("consume: no provider: set RECONCILE_PROVIDER_URL or --provider-url")
+	}
+	if f.insecure {
+		logger.Warn("TLS certificate verification of the provider is OFF (--insecure-skip-verify): anyone on the network path can impersonate it")
+	}
+	client, err := provider.New(provider.Config{BaseURL: baseURL, Token: provider.Secret(e.getenv("RECONCILE_PROVIDER_TOKEN")),
+		Timeout: f.timeout, InsecureSkipVerify: f.insecure})
+	if err != nil {
+		return usageError(fmt.Errorf("consume: provider: %w", err))
+	}
+	if f.rate > 0 {
+		burst := f.burst
+		if burst == 0 {
+			burst = max(1, int(f.rate+0.999))
+		}
+		if err := limiter.SaveSettings(ctx, pool, limiter.DefaultName, limiter.Settings{Rate: f.rate, Burst: burst}); err != nil {
+			return usageError(err)
+		}
+	}
+	lim, err := limiter.Open(ctx, pool, limiter.Config{Logger: logger})
+	if err != nil {
+		return err
+	}
+	defer lim.Close()
+	q := queue.New(pool, queue.Config{Visibility: f.visibility, MaxDeliveries: f.maxDeliveries, Logger: logger})
+	c, err := consume.New(pool, q, lim, client, consume.Config{Concurrency: f.concurrency, Policy: policy,
+		UntilDone: f.untilDone, Grace: f.grace, Logger: logger})
+	if err != nil {
+		return err
+	}
+	if started != nil {
+		started(c)
+	}
+	logger.Info("consuming", "provider", client.BaseURL(), "concurrency", f.concurrency, "until_done", f.untilDone)
+	start := time.Now()
+	err = c.Run(ctx)
+	s := c.Snapshot()
+	logger.Info("consumer stopped", "calls", s.Calls, "throttles", s.Throttles, "acked", s.Acked,
+		"retried", s.Retried, "dead_lettered", s.DeadLettered, "elapsed", time.Since(start).Round(time.Millisecond))
+	if errors.Is(err, consume.ErrProviderAuth) {
+		return err
+	}
+	if err != nil {
+		return err
+	}
+	if f.untilDone {
+		return printCompletions(ctx, e.stdout, pool)
+	}
+	return nil
+}
+
+// printCompletions prints one line per run with its completion totals.
+func printCompletions(ctx context.Context, w io.Writer, pool *pgxpool.Pool) error {
+	rows, err := pool.Query(ctx, `
+		SELECT r.reconciliation_id, c.items, c.matched, c.mismatched, c.missing, c.dead_lettered,
+		       c.provider_calls, c.throttles, c.completed_at - r.created_at
+		  FROM runs r JOIN run_completions c USING (run_id)
+		 ORDER BY r.business_date, r.generation`)
+	if err != nil {
+		return fmt.Errorf("read completions: %w", err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var id string
+		var items, matched, mismatched, missing, dead int
+		var calls, throttles int64
+		var took time.Duration
+		if err := rows.Scan(&id, &items, &matched, &mismatched, &missing, &dead, &calls, &throttles, &took); err != nil {
+			return fmt.Errorf("read completions: %w", err)
+		}
+		fmt.Fprintf(w, "%s complete: %d items: %d matched, %d mismatched, %d missing, %d dead-lettered; %d provider calls (%.3f per item), %d throttled; %s after enqueue\n",
+			id, items, matched, mismatched, missing, dead, calls, float64(calls)/float64(max(items, 1)), throttles, took.Round(time.Millisecond))
+	}
+	return rows.Err()
+}
