@@ -224,24 +224,38 @@ COMMENT ON COLUMN transaction_history.hash IS 'Hex SHA-256 chaining this change 
 -- concurrent CREATE ROLE fails with unique_violation rather than
 -- duplicate_object, so both mean "already there". Only the creator comments
 -- the role: concurrent COMMENT ON ROLE could collide on the shared catalog.
+-- A migrating user without CREATEROLE (common on managed servers) skips the
+-- roles with a notice; an administrator creates them and migrates again, or
+-- grants by hand as docs/ledger.md shows.
 -- +goose StatementBegin
 DO $$
+DECLARE
+    can_create boolean := (SELECT rolsuper OR rolcreaterole FROM pg_roles WHERE rolname = current_user);
 BEGIN
-    CREATE ROLE reconcile_auditor NOLOGIN;
-    COMMENT ON ROLE reconcile_auditor IS 'reconcile: read-only access to the ledger tables and auditor views. Grant it to a login role with `reconcile audit grant ROLE`.';
-EXCEPTION WHEN duplicate_object OR unique_violation THEN
-    NULL;
-END
-$$;
--- +goose StatementEnd
-
--- +goose StatementBegin
-DO $$
-BEGIN
-    CREATE ROLE reconcile_app NOLOGIN;
-    COMMENT ON ROLE reconcile_app IS 'reconcile: what the consumer and enqueuer need; may append transitions but never update, delete or truncate them.';
-EXCEPTION WHEN duplicate_object OR unique_violation THEN
-    NULL;
+    IF NOT EXISTS (SELECT FROM pg_roles WHERE rolname = 'reconcile_auditor') THEN
+        IF can_create THEN
+            BEGIN
+                CREATE ROLE reconcile_auditor NOLOGIN;
+                COMMENT ON ROLE reconcile_auditor IS 'reconcile: read-only access to the ledger tables and auditor views. Grant it to a login role with `reconcile audit grant ROLE`.';
+            EXCEPTION WHEN duplicate_object OR unique_violation THEN
+                NULL;
+            END;
+        ELSE
+            RAISE NOTICE 'role reconcile_auditor not created: % lacks CREATEROLE', current_user;
+        END IF;
+    END IF;
+    IF NOT EXISTS (SELECT FROM pg_roles WHERE rolname = 'reconcile_app') THEN
+        IF can_create THEN
+            BEGIN
+                CREATE ROLE reconcile_app NOLOGIN;
+                COMMENT ON ROLE reconcile_app IS 'reconcile: what the consumer and enqueuer need; may append transitions but never update, delete or truncate them.';
+            EXCEPTION WHEN duplicate_object OR unique_violation THEN
+                NULL;
+            END;
+        ELSE
+            RAISE NOTICE 'role reconcile_app not created: % lacks CREATEROLE', current_user;
+        END IF;
+    END IF;
 END
 $$;
 -- +goose StatementEnd
@@ -257,37 +271,57 @@ REVOKE ALL ON runs, items, transitions, run_shards, account_progress, run_comple
 REVOKE EXECUTE ON ALL FUNCTIONS IN SCHEMA public FROM PUBLIC;
 ALTER DEFAULT PRIVILEGES REVOKE EXECUTE ON FUNCTIONS FROM PUBLIC;
 
--- The auditor: SELECT on the ledger, table by table, and nothing else. The
--- queue's and the limiter's tables are deliberately absent.
-GRANT USAGE ON SCHEMA public TO reconcile_auditor;
-GRANT SELECT ON runs, items, transitions, run_shards, account_progress, run_completions, account_completions,
-                run_summary, discrepancies, dead_lettered_items, account_completion, transaction_history
-    TO reconcile_auditor;
--- transition_payload only reads its argument; auditors may recompute hashes in SQL.
-GRANT EXECUTE ON FUNCTION transition_payload(transitions) TO reconcile_auditor;
+-- +goose StatementBegin
+DO $$
+BEGIN
+    -- The auditor: SELECT on the ledger, table by table, and nothing else.
+    -- The queue's and the limiter's tables are deliberately absent.
+    IF EXISTS (SELECT FROM pg_roles WHERE rolname = 'reconcile_auditor') THEN
+        GRANT USAGE ON SCHEMA public TO reconcile_auditor;
+        GRANT SELECT ON runs, items, transitions, run_shards, account_progress, run_completions, account_completions,
+                        run_summary, discrepancies, dead_lettered_items, account_completion, transaction_history
+            TO reconcile_auditor;
+        -- transition_payload only reads its argument; auditors may recompute hashes in SQL.
+        GRANT EXECUTE ON FUNCTION transition_payload(transitions) TO reconcile_auditor;
+    END IF;
 
--- The application: everything it needs, except rewriting history.
-GRANT USAGE ON SCHEMA public TO reconcile_app;
-GRANT SELECT, INSERT, UPDATE, DELETE ON ALL TABLES IN SCHEMA public TO reconcile_app;
-GRANT USAGE, SELECT, UPDATE ON ALL SEQUENCES IN SCHEMA public TO reconcile_app;
-GRANT EXECUTE ON ALL FUNCTIONS IN SCHEMA public TO reconcile_app;
-REVOKE UPDATE, DELETE, TRUNCATE ON transitions FROM reconcile_app;
-REVOKE ALL ON goose_db_version FROM reconcile_app;
-ALTER DEFAULT PRIVILEGES IN SCHEMA public GRANT SELECT, INSERT, UPDATE, DELETE ON TABLES TO reconcile_app;
-ALTER DEFAULT PRIVILEGES IN SCHEMA public GRANT USAGE, SELECT, UPDATE ON SEQUENCES TO reconcile_app;
-ALTER DEFAULT PRIVILEGES IN SCHEMA public GRANT EXECUTE ON FUNCTIONS TO reconcile_app;
+    -- The application: everything it needs, except rewriting history.
+    IF EXISTS (SELECT FROM pg_roles WHERE rolname = 'reconcile_app') THEN
+        GRANT USAGE ON SCHEMA public TO reconcile_app;
+        GRANT SELECT, INSERT, UPDATE, DELETE ON ALL TABLES IN SCHEMA public TO reconcile_app;
+        GRANT USAGE, SELECT, UPDATE ON ALL SEQUENCES IN SCHEMA public TO reconcile_app;
+        GRANT EXECUTE ON ALL FUNCTIONS IN SCHEMA public TO reconcile_app;
+        REVOKE UPDATE, DELETE, TRUNCATE ON transitions FROM reconcile_app;
+        REVOKE ALL ON goose_db_version FROM reconcile_app;
+        ALTER DEFAULT PRIVILEGES IN SCHEMA public GRANT SELECT, INSERT, UPDATE, DELETE ON TABLES TO reconcile_app;
+        ALTER DEFAULT PRIVILEGES IN SCHEMA public GRANT USAGE, SELECT, UPDATE ON SEQUENCES TO reconcile_app;
+        ALTER DEFAULT PRIVILEGES IN SCHEMA public GRANT EXECUTE ON FUNCTIONS TO reconcile_app;
+    END IF;
+END
+$$;
+-- +goose StatementEnd
 
 -- +goose Down
-ALTER DEFAULT PRIVILEGES IN SCHEMA public REVOKE EXECUTE ON FUNCTIONS FROM reconcile_app;
-ALTER DEFAULT PRIVILEGES IN SCHEMA public REVOKE USAGE, SELECT, UPDATE ON SEQUENCES FROM reconcile_app;
-ALTER DEFAULT PRIVILEGES IN SCHEMA public REVOKE SELECT, INSERT, UPDATE, DELETE ON TABLES FROM reconcile_app;
-REVOKE ALL ON ALL TABLES IN SCHEMA public FROM reconcile_app;
-REVOKE ALL ON ALL SEQUENCES IN SCHEMA public FROM reconcile_app;
-REVOKE ALL ON ALL FUNCTIONS IN SCHEMA public FROM reconcile_app;
-REVOKE ALL ON SCHEMA public FROM reconcile_app;
-REVOKE ALL ON ALL TABLES IN SCHEMA public FROM reconcile_auditor;
-REVOKE ALL ON ALL FUNCTIONS IN SCHEMA public FROM reconcile_auditor;
-REVOKE ALL ON SCHEMA public FROM reconcile_auditor;
+-- +goose StatementBegin
+DO $$
+BEGIN
+    IF EXISTS (SELECT FROM pg_roles WHERE rolname = 'reconcile_app') THEN
+        ALTER DEFAULT PRIVILEGES IN SCHEMA public REVOKE EXECUTE ON FUNCTIONS FROM reconcile_app;
+        ALTER DEFAULT PRIVILEGES IN SCHEMA public REVOKE USAGE, SELECT, UPDATE ON SEQUENCES FROM reconcile_app;
+        ALTER DEFAULT PRIVILEGES IN SCHEMA public REVOKE SELECT, INSERT, UPDATE, DELETE ON TABLES FROM reconcile_app;
+        REVOKE ALL ON ALL TABLES IN SCHEMA public FROM reconcile_app;
+        REVOKE ALL ON ALL SEQUENCES IN SCHEMA public FROM reconcile_app;
+        REVOKE ALL ON ALL FUNCTIONS IN SCHEMA public FROM reconcile_app;
+        REVOKE ALL ON SCHEMA public FROM reconcile_app;
+    END IF;
+    IF EXISTS (SELECT FROM pg_roles WHERE rolname = 'reconcile_auditor') THEN
+        REVOKE ALL ON ALL TABLES IN SCHEMA public FROM reconcile_auditor;
+        REVOKE ALL ON ALL FUNCTIONS IN SCHEMA public FROM reconcile_auditor;
+        REVOKE ALL ON SCHEMA public FROM reconcile_auditor;
+    END IF;
+END
+$$;
+-- +goose StatementEnd
 ALTER DEFAULT PRIVILEGES GRANT EXECUTE ON FUNCTIONS TO PUBLIC;
 GRANT EXECUTE ON ALL FUNCTIONS IN SCHEMA public TO PUBLIC;
 -- The roles are cluster-wide and may serve other databases: they stay.
