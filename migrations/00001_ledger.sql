@@ -36,7 +36,7 @@ CREATE TABLE items (
     run_id                uuid        NOT NULL REFERENCES runs (run_id),
     transaction_id        text        NOT NULL CHECK (octet_length(transaction_id) BETWEEN 1 AND 255),
     account_id            text        NOT NULL,
-    idempotency_key       text        NOT NULL UNIQUE,
+    idempotency_key       text        NOT NULL,
     amount_minor          bigint      NOT NULL,
     currency              text        NOT NULL CHECK (currency ~ '^[A-Z]{3}$'),
     status                text        NOT NULL,
@@ -60,14 +60,13 @@ CREATE TABLE items (
     PRIMARY KEY (run_id, transaction_id)
 );
 
-CREATE INDEX items_open ON items (run_id, account_id) WHERE state IN ('queued', 'retry_scheduled');
 CREATE INDEX items_transaction ON items (transaction_id);
 
 COMMENT ON TABLE items IS 'One row per payment of a run: the expected record from the source, the current state and the provider''s answer.';
 COMMENT ON COLUMN items.run_id IS 'The run this item belongs to.';
 COMMENT ON COLUMN items.transaction_id IS 'The payment''s transaction id, as in the source (1 to 255 bytes).';
 COMMENT ON COLUMN items.account_id IS 'The account (player, merchant) the payment belongs to.';
-COMMENT ON COLUMN items.idempotency_key IS 'reconciliation_id:transaction_id, sent as Idempotency-Key on every provider call for this item; unique forever.';
+COMMENT ON COLUMN items.idempotency_key IS 'reconciliation_id:transaction_id, sent as Idempotency-Key on every provider call for this item. Unique by construction (reconciliation_id is unique, transaction_id unique within a run); the queue enforces it forever.';
 COMMENT ON COLUMN items.amount_minor IS 'Expected amount in minor units (cents), from the source.';
 COMMENT ON COLUMN items.currency IS 'Expected ISO 4217 currency code, from the source.';
 COMMENT ON COLUMN items.status IS 'Expected payment status (succeeded, refunded, failed, ...), from the source.';

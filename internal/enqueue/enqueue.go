@@ -209,14 +209,19 @@ func (e *Enqueuer) create(ctx context.Context, req Request, next bool) (Result, 
 			return nil
 		}
 
+		phase := time.Now()
 		n, sha, err := e.copyItems(ctx, tx, req, res)
 		if err != nil {
 			return err
 		}
 		res.Items = n
+		e.cfg.Logger.Debug("items copied", "items", n, "elapsed", time.Since(phase))
+		phase = time.Now()
 		if err := ledger.InitCounters(ctx, tx, res.RunID); err != nil {
 			return err
 		}
+		e.cfg.Logger.Debug("completion counters created", "elapsed", time.Since(phase))
+		phase = time.Now()
 		if _, err := tx.Exec(ctx, `UPDATE runs SET item_count = $2, source_sha256 = $3 WHERE run_id = $1`,
 			res.RunID, n, sha); err != nil {
 			return fmt.Errorf("finish run %s: %w", res.ReconciliationID, err)
@@ -228,6 +233,7 @@ func (e *Enqueuer) create(ctx context.Context, req Request, next bool) (Result, 
 			return fmt.Errorf("publish messages of run %s: %w", res.ReconciliationID, err)
 		}
 		res.Duplicates = pub.Duplicates
+		e.cfg.Logger.Debug("messages published", "messages", pub.Published, "elapsed", time.Since(phase))
 		return nil
 	})
 	if err != nil {

@@ -411,8 +411,9 @@ func InitCounters(ctx context.Context, tx DB, runID uuid.UUID) error {
 	b.Queue(`INSERT INTO account_progress (run_id, account_id, item_count, remaining)
 	         SELECT run_id, account_id, count(*), count(*) FROM items WHERE run_id = $1 GROUP BY run_id, account_id`, runID)
 	b.Queue(`INSERT INTO run_shards (run_id, shard, remaining)
-	         SELECT $1, s, (SELECT count(*) FROM items WHERE run_id = $1 AND shard = s)
-	           FROM generate_series(0, $2 - 1) s`, runID, Shards)
+	         SELECT $1, s, coalesce(c.n, 0)
+	           FROM generate_series(0, $2 - 1) s
+	           LEFT JOIN (SELECT shard, count(*) AS n FROM items WHERE run_id = $1 GROUP BY shard) c ON c.shard = s`, runID, Shards)
 	if err := tx.SendBatch(ctx, b).Close(); err != nil {
 		return fmt.Errorf("initialise completion counters of run %s: %w", runID, err)
 	}
