@@ -1,0 +1,318 @@
+// Package metrics exposes reconcile's state as Prometheus metrics: provider
+// calls, throttles, the limiter's configured and effective rate, the queue,
+// the ledger's items by state and run completion times.
+//
+// A Collector reads everything at scrape time: the consumer's and the
+// limiter's in-process snapshots, and a few cheap queries (bounded by
+// Config.Timeout) for the queue and the ledger. Nothing is registered
+// globally: NewRegistry returns a registry of its own.
+//
+// Metric names (all prefixed reconcile_):
+//
+//	provider_calls_total{class}              counter  calls by answer: 1xx..5xx, error (no answer)
+//	provider_throttles_total                 counter  calls answered 429
+//	consumer_decisions_total{decision}       counter  acked, retried, dead_lettered
+//	consumer_outcomes_total{outcome}         counter  terminal outcomes recorded by this process
+//	limiter_configured_rate{limiter}         gauge    calls/s ceiling (reconcile limit set)
+//	limiter_effective_rate{limiter}          gauge    adaptive calls/s in force
+//	limiter_burst{limiter}                   gauge    configured burst
+//	limiter_penalty_seconds{limiter}         gauge    time left in the current 429 penalty
+//	limiter_throttles_total{limiter}         counter  throttles reported by every process
+//	queue_messages{state}                    gauge    available, in_flight, delayed, dead_lettered
+//	queue_oldest_message_age_seconds         gauge    age of the oldest available message
+//	items{reconciliation_id,state}           gauge    items of open and recent runs by state
+//	run_duration_seconds{reconciliation_id}  gauge    completed_at - created_at of recent runs
+//	run_completed_timestamp_seconds{reconciliation_id} gauge  when a recent run completed
+//	metrics_read_errors_total{source}        counter  failed reads at scrape time (queue, ledger)
+package metrics
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"sync/atomic"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/reconcile/reconcile/internal/consume"
+	"github.com/reconcile/reconcile/internal/limiter"
+	"github.com/reconcile/reconcile/internal/queue"
+)
+
+// DB is what the collector queries: a pgx pool.
+type DB interface {
+	Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error)
+}
+
+// Config configures a Collector. Every source is optional; the series of a
+// missing one are left out.
+type Config struct {
+	// Consumer returns the consumer's counters. Defaults to none.
+	Consumer func() consume.Snapshot
+	// Limiter returns the shared limiter's state. Defaults to none.
+	Limiter func() limiter.Snapshot
+	// Queue is read for message counts at scrape time. Defaults to none.
+	Queue *queue.Queue
+	// DB is read for items by state and run completion times at scrape
+	// time. Defaults to none.
+	DB DB
+	// Timeout bounds the database reads of one scrape. Defaults to 5s.
+	Timeout time.Duration
+	// Recent is how long a completed run keeps being reported (items by
+	// state, duration, completion time). Defaults to 48h.
+	Recent time.Duration
+	// Now is the clock (penalty left, the recent-runs window). Defaults to
+	// time.Now.
+	Now func() time.Time
+	// Logger receives scrape errors. Defaults to discarding them.
+	Logger *slog.Logger
+}
+
+func (c Config) withDefaults() Config {
+	c.Timeout = cmp.Or(c.Timeout, 5*time.Second)
+	c.Recent = cmp.Or(c.Recent, 48*time.Hour)
+	if c.Now == nil {
+		c.Now = time.Now
+	}
+	if c.Logger == nil {
+		c.Logger = slog.New(slog.DiscardHandler)
+	}
+	return c
+}
+
+const ns = "reconcile"
+
+func desc(name, help string, labels ...string) *prometheus.Desc {
+	return prometheus.NewDesc(ns+"_"+name, help, labels, nil)
+}
+
+var itemStates = []string{"queued", "retry_scheduled", "matched", "mismatched", "missing", "dead_lettered"}
+
+// Collector is a prometheus.Collector reading reconcile's state at scrape
+// time. It is safe for concurrent use.
+type Collector struct {
+	cfg Config
+
+	calls, throttles, decisions, outcomes                     *prometheus.Desc
+	limRate, limEffective, limBurst, limPenalty, limThrottles *prometheus.Desc
+	queueMessages, queueOldest                                *prometheus.Desc
+	items, runDuration, runCompleted, readErrors              *prometheus.Desc
+	queueErrors, ledgerErrors                                 atomic.Int64
+}
+
+// NewCollector returns a Collector for cfg.
+func NewCollector(cfg Config) *Collector {
+	return &Collector{
+		cfg:           cfg.withDefaults(),
+		calls:         desc("provider_calls_total", "Provider calls made by this process, by answer class (1xx..5xx, error for no answer).", "class"),
+		throttles:     desc("provider_throttles_total", "Provider calls made by this process that were answered 429."),
+		decisions:     desc("consumer_decisions_total", "Decisions recorded by this process: acked, retried, dead_lettered.", "decision"),
+		outcomes:      desc("consumer_outcomes_total", "Terminal item outcomes recorded by this process.", "outcome"),
+		limRate:       desc("limiter_configured_rate", "Configured provider rate limit (ceiling), calls per second.", "limiter"),
+		limEffective:  desc("limiter_effective_rate", "Adaptive provider rate in force, calls per second.", "limiter"),
+		limBurst:      desc("limiter_burst", "Configured burst of the provider rate limit.", "limiter"),
+		limPenalty:    desc("limiter_penalty_seconds", "Time left in the current throttle penalty, seconds (0: none).", "limiter"),
+		limThrottles:  desc("limiter_throttles_total", "Throttles reported to the shared limiter by every process.", "limiter"),
+		queueMessages: desc("queue_messages", "Queue messages by state: available, in_flight, delayed, dead_lettered.", "state"),
+		queueOldest:   desc("queue_oldest_message_age_seconds", "Age of the oldest available queue message since it was first published, seconds (0: none available)."),
+		items:         desc("items", "Ledger items of open and recently completed runs, by state.", "reconciliation_id", "state"),
+		runDuration:   desc("run_duration_seconds", "Time from enqueue to completion of a recently completed run, seconds.", "reconciliation_id"),
+		runCompleted:  desc("run_completed_timestamp_seconds", "When a recently completed run completed, Unix seconds.", "reconciliation_id"),
+		readErrors:    desc("metrics_read_errors_total", "Reads that failed while collecting metrics, by source (queue, ledger).", "source"),
+	}
+}
+
+// Describe implements prometheus.Collector.
+func (c *Collector) Describe(ch chan<- *prometheus.Desc) {
+	for _, d := range []*prometheus.Desc{c.calls, c.throttles, c.decisions, c.outcomes, c.limRate, c.limEffective,
+		c.limBurst, c.limPenalty, c.limThrottles, c.queueMessages, c.queueOldest, c.items, c.runDuration,
+		c.runCompleted, c.readErrors} {
+		ch <- d
+	}
+}
+
+// Collect implements prometheus.Collector: it reads the snapshots and runs
+// the database reads, each bounded by Config.Timeout.
+func (c *Collector) Collect(ch chan<- prometheus.Metric) {
+	if c.cfg.Consumer != nil {
+		c.collectConsumer(ch, c.cfg.Consumer())
+	}
+	if c.cfg.Limiter != nil {
+		c.collectLimiter(ch, c.cfg.Limiter())
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), c.cfg.Timeout)
+	defer cancel()
+	if c.cfg.Queue != nil {
+		if err := c.collectQueue(ctx, ch); err != nil {
+			c.queueErrors.Add(1)
+			c.cfg.Logger.Warn("metrics: queue not read", "err", err)
+			ch <- prometheus.NewInvalidMetric(c.queueMessages, err)
+		}
+		ch <- prometheus.MustNewConstMetric(c.readErrors, prometheus.CounterValue, float64(c.queueErrors.Load()), "queue")
+	}
+	if c.cfg.DB != nil {
+		if err := c.collectLedger(ctx, ch); err != nil {
+			c.ledgerErrors.Add(1)
+			c.cfg.Logger.Warn("metrics: ledger not read", "err", err)
+			ch <- prometheus.NewInvalidMetric(c.items, err)
+		}
+		ch <- prometheus.MustNewConstMetric(c.readErrors, prometheus.CounterValue, float64(c.ledgerErrors.Load()), "ledger")
+	}
+}
+
+func (c *Collector) collectConsumer(ch chan<- prometheus.Metric, s consume.Snapshot) {
+	for _, class := range []string{"error", "1xx", "2xx", "3xx", "4xx", "5xx"} {
+		ch <- prometheus.MustNewConstMetric(c.calls, prometheus.CounterValue, float64(s.ByClass[class]), class)
+	}
+	ch <- prometheus.MustNewConstMetric(c.throttles, prometheus.CounterValue, float64(s.Throttles))
+	ch <- prometheus.MustNewConstMetric(c.decisions, prometheus.CounterValue, float64(s.Acked), "acked")
+	ch <- prometheus.MustNewConstMetric(c.decisions, prometheus.CounterValue, float64(s.Retried), "retried")
+	ch <- prometheus.MustNewConstMetric(c.decisions, prometheus.CounterValue, float64(s.DeadLettered), "dead_lettered")
+	for _, o := range []string{"matched", "mismatched", "missing", "dead_lettered"} {
+		ch <- prometheus.MustNewConstMetric(c.outcomes, prometheus.CounterValue, float64(s.Outcomes[o]), o)
+	}
+}
+
+func (c *Collector) collectLimiter(ch chan<- prometheus.Metric, s limiter.Snapshot) {
+	penalty := max(0, s.PenaltyUntil.Sub(c.cfg.Now()).Seconds())
+	if s.PenaltyUntil.IsZero() {
+		penalty = 0
+	}
+	ch <- prometheus.MustNewConstMetric(c.limRate, prometheus.GaugeValue, s.Rate, s.Name)
+	ch <- prometheus.MustNewConstMetric(c.limEffective, prometheus.GaugeValue, s.EffectiveRate, s.Name)
+	ch <- prometheus.MustNewConstMetric(c.limBurst, prometheus.GaugeValue, float64(s.Burst), s.Name)
+	ch <- prometheus.MustNewConstMetric(c.limPenalty, prometheus.GaugeValue, penalty, s.Name)
+	ch <- prometheus.MustNewConstMetric(c.limThrottles, prometheus.CounterValue, float64(s.Throttles), s.Name)
+}
+
+func (c *Collector) collectQueue(ctx context.Context, ch chan<- prometheus.Metric) error {
+	st, err := c.cfg.Queue.Stats(ctx)
+	if err != nil {
+		return err
+	}
+	for state, v := range map[string]int64{"available": st.Available, "in_flight": st.InFlight,
+		"delayed": st.Delayed, "dead_lettered": st.DeadLettered} {
+		ch <- prometheus.MustNewConstMetric(c.queueMessages, prometheus.GaugeValue, float64(v), state)
+	}
+	ch <- prometheus.MustNewConstMetric(c.queueOldest, prometheus.GaugeValue, st.OldestAvailableAge.Seconds())
+	return nil
+}
+
+// collectLedger reads the items by state of open and recent runs, and the
+// completion times of recent runs, in one statement.
+func (c *Collector) collectLedger(ctx context.Context, ch chan<- prometheus.Metric) error {
+	rows, err := c.cfg.DB.Query(ctx, `
+		SELECT r.reconciliation_id, i.state, count(*)::bigint,
+		       extract(epoch FROM min(r.completed_at) - min(r.created_at))::float8,
+		       extract(epoch FROM min(r.completed_at))::float8
+		  FROM runs r JOIN items i USING (run_id)
+		 WHERE r.completed_at IS NULL OR r.completed_at >= $1
+		 GROUP BY r.reconciliation_id, i.state
+		 ORDER BY 1, 2`, c.cfg.Now().Add(-c.cfg.Recent))
+	if err != nil {
+		return fmt.Errorf("count items by state: %w", err)
+	}
+	type run struct {
+		states              map[string]int64
+		duration, completed *float64
+	}
+	runs := map[string]*run{}
+	var order []string
+	var (
+		id, state           string
+		n                   int64
+		duration, completed *float64
+	)
+	_, err = pgx.ForEachRow(rows, []any{&id, &state, &n, &duration, &completed}, func() error {
+		r, ok := runs[id]
+		if !ok {
+			r = &run{states: map[string]int64{}, duration: duration, completed: completed}
+			runs[id] = r
+			order = append(order, id)
+		}
+		r.states[state] = n
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("count items by state: %w", err)
+	}
+	for _, id := range order {
+		r := runs[id]
+		for _, s := range itemStates {
+			ch <- prometheus.MustNewConstMetric(c.items, prometheus.GaugeValue, float64(r.states[s]), id, s)
+		}
+		if r.duration != nil && r.completed != nil {
+			ch <- prometheus.MustNewConstMetric(c.runDuration, prometheus.GaugeValue, *r.duration, id)
+			ch <- prometheus.MustNewConstMetric(c.runCompleted, prometheus.GaugeValue, *r.completed, id)
+		}
+	}
+	return nil
+}
+
+// NewRegistry returns a registry of its own holding a Collector for cfg and
+// the Go runtime and process collectors.
+func NewRegistry(cfg Config) *prometheus.Registry {
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(NewCollector(cfg), collectors.NewGoCollector(),
+		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	return reg
+}
+
+// Handler serves reg in the Prometheus exposition formats. A failed read
+// leaves its series out (and counts in metrics_read_errors_total) instead
+// of failing the whole scrape.
+func Handler(reg *prometheus.Registry, logger *slog.Logger) http.Handler {
+	if logger == nil {
+		logger = slog.New(slog.DiscardHandler)
+	}
+	return promhttp.HandlerFor(reg, promhttp.HandlerOpts{
+		ErrorHandling:       promhttp.ContinueOnError,
+		ErrorLog:            slog.NewLogLogger(logger.Handler(), slog.LevelWarn),
+		MaxRequestsInFlight: 4,
+		Timeout:             30 * time.Second,
+	})
+}
+
+// Serve serves /metrics for cfg on addr (host:port; port 0 picks a free
+// one) until ctx ends. ready, when not nil, is called with the listening
+// address once connections are accepted.
+func Serve(ctx context.Context, addr string, cfg Config, ready func(net.Addr)) error {
+	ln, err := (&net.ListenConfig{}).Listen(ctx, "tcp", addr)
+	if err != nil {
+		return fmt.Errorf("listen for metrics on %s: %w", addr, err)
+	}
+	mux := http.NewServeMux()
+	mux.Handle("GET /metrics", Handler(NewRegistry(cfg), cfg.Logger))
+	mux.HandleFunc("GET /{$}", func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+		_, _ = w.Write([]byte("reconcile metrics: /metrics\n"))
+	})
+	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+	if ready != nil {
+		ready(ln.Addr())
+	}
+	errc := make(chan error, 1)
+	go func() { errc <- srv.Serve(ln) }()
+	select {
+	case err := <-errc:
+		return fmt.Errorf("serve metrics on %s: %w", ln.Addr(), err)
+	case <-ctx.Done():
+	}
+	shutdownCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+	defer cancel()
+	if err := srv.Shutdown(shutdownCtx); err != nil {
+		_ = srv.Close()
+	}
+	if err := <-errc; err != nil && !errors.Is(err, http.ErrServerClosed) {
+		return fmt.Errorf("serve metrics on %s: %w", ln.Addr(), err)
+	}
+	return nil
+}
