@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"net/url"
 	"regexp"
+	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -51,7 +52,7 @@ func Open(ctx context.Context, cfg Config) (*pgxpool.Pool, error) {
 	defer cancel()
 	if err := pool.Ping(pingCtx); err != nil {
 		pool.Close()
-		return nil, fmt.Errorf("connect to database %s: %s", Describe(pcfg), scrub(err.Error(), pcfg.ConnConfig.Password))
+		return nil, fmt.Errorf("connect to database %s: %s", Describe(pcfg), oneLine(scrub(err.Error(), pcfg.ConnConfig.Password)))
 	}
 	if cfg.Logger != nil {
 		cfg.Logger.Debug("database connected", "database", Describe(pcfg))
@@ -91,4 +92,21 @@ func scrub(s, secret string) string {
 		return s
 	}
 	return regexp.MustCompile(regexp.QuoteMeta(secret)).ReplaceAllString(s, "xxxxx")
+}
+
+// oneLine joins a driver message that lists each connection attempt on a
+// line of its own (pgx does) into one line, without repeating identical
+// attempts, so the error stays one line on a terminal and in a log.
+func oneLine(s string) string {
+	seen := map[string]bool{}
+	var parts []string
+	for _, l := range strings.Split(s, "\n") {
+		l = strings.TrimSpace(l)
+		if l == "" || seen[l] {
+			continue
+		}
+		seen[l] = true
+		parts = append(parts, l)
+	}
+	return strings.Join(parts, " ")
 }
