@@ -1,12 +1,15 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"flag"
 	"fmt"
 	"io"
 	"log/slog"
+	"net"
+	"sync"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -14,6 +17,8 @@ import (
 	"github.com/reconcile/reconcile/internal/consume"
 	"github.com/reconcile/reconcile/internal/decision"
 	"github.com/reconcile/reconcile/internal/limiter"
+	"github.com/reconcile/reconcile/internal/metrics"
+	"github.com/reconcile/reconcile/internal/progress"
 	"github.com/reconcile/reconcile/internal/provider"
 	"github.com/reconcile/reconcile/internal/queue"
 )
@@ -36,6 +41,12 @@ type consumeFlags struct {
 	providerURL      string
 	timeout          time.Duration
 	insecure         bool
+	metricsAddr      string
+	progress         string
+	// limiterName selects the shared limiter's row (not a flag: `demo`
+	// uses its own so it never touches the real provider's setting).
+	// Empty means limiter.DefaultName.
+	limiterName string
 }
 
 func (f *consumeFlags) register(fs *flag.FlagSet) {
@@ -55,6 +66,8 @@ func (f *consumeFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&f.providerURL, "provider-url", "", "provider base URL (default $RECONCILE_PROVIDER_URL)")
 	fs.DurationVar(&f.timeout, "timeout", 10*time.Second, "overall timeout of one provider call")
 	fs.BoolVar(&f.insecure, "insecure-skip-verify", false, "DANGEROUS: do not verify the provider's TLS certificate")
+	fs.StringVar(&f.metricsAddr, "metrics-addr", "", "serve Prometheus metrics at http://ADDR/metrics (e.g. :9090); empty: off")
+	fs.StringVar(&f.progress, "progress", "auto", "progress: bar, log (a line every 10s), off, or auto (bar when stderr is a terminal, else log)")
 }
 
 func (f *consumeFlags) policy() (decision.Policy, error) {
@@ -86,6 +99,8 @@ func (f *consumeFlags) validate() error {
 		return usageErrorf("--max-deliveries %d: want at least 1", f.maxDeliveries)
 	case f.timeout <= 0:
 		return usageErrorf("--timeout %s: want a positive duration", f.timeout)
+	case f.progress != "auto" && f.progress != "bar" && f.progress != "log" && f.progress != "off":
+		return usageErrorf("--progress %q: want auto, bar, log or off", f.progress)
 	}
 	_, err := f.policy()
 	return err
@@ -144,11 +159,11 @@ func runConsume(ctx context.Context, e *env, pool *pgxpool.Pool, logger *slog.Lo
 		if burst == 0 {
 			burst = max(1, int(f.rate+0.999))
 		}
-		if err := limiter.SaveSettings(ctx, pool, limiter.DefaultName, limiter.Settings{Rate: f.rate, Burst: burst}); err != nil {
+		if err := limiter.SaveSettings(ctx, pool, cmp.Or(f.limiterName, limiter.DefaultName), limiter.Settings{Rate: f.rate, Burst: burst}); err != nil {
 			return usageError(err)
 		}
 	}
-	lim, err := limiter.Open(ctx, pool, limiter.Config{Logger: logger})
+	lim, err := limiter.Open(ctx, pool, limiter.Config{Name: f.limiterName, Logger: logger})
 	if err != nil {
 		return err
 	}
@@ -162,9 +177,14 @@ func runConsume(ctx context.Context, e *env, pool *pgxpool.Pool, logger *slog.Lo
 	if started != nil {
 		started(c)
 	}
+	stopWatching, err := watchConsumer(ctx, e, pool, logger, f, c, lim, q)
+	if err != nil {
+		return err
+	}
 	logger.Info("consuming", "provider", client.BaseURL(), "concurrency", f.concurrency, "until_done", f.untilDone)
 	start := time.Now()
 	err = c.Run(ctx)
+	stopWatching()
 	s := c.Snapshot()
 	logger.Info("consumer stopped", "calls", s.Calls, "throttles", s.Throttles, "acked", s.Acked,
 		"retried", s.Retried, "dead_lettered", s.DeadLettered, "elapsed", time.Since(start).Round(time.Millisecond))
@@ -178,6 +198,62 @@ func runConsume(ctx context.Context, e *env, pool *pgxpool.Pool, logger *slog.Lo
 		return printCompletions(ctx, e.stdout, pool)
 	}
 	return nil
+}
+
+// watchConsumer starts what watches a running consumer: the progress bar or
+// log lines, and the metrics server with --metrics-addr. stop ends both
+// (the progress reporter after one last report).
+func watchConsumer(ctx context.Context, e *env, pool *pgxpool.Pool, logger *slog.Logger, f consumeFlags,
+	c *consume.Consumer, lim *limiter.Shared, q *queue.Queue) (stop func(), err error) {
+	watchCtx, cancel := context.WithCancel(ctx)
+	var wg sync.WaitGroup
+	stop = func() { cancel(); wg.Wait() }
+	if f.metricsAddr != "" {
+		ready, errc := make(chan net.Addr, 1), make(chan error, 1)
+		cfg := metrics.Config{Consumer: c.Snapshot, Limiter: lim.Snapshot, Queue: q, DB: pool, Logger: logger}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if err := metrics.Serve(watchCtx, f.metricsAddr, cfg, func(a net.Addr) { ready <- a }); err != nil {
+				errc <- err
+			}
+		}()
+		select {
+		case a := <-ready:
+			logger.Info("serving metrics", "url", "http://"+a.String()+"/metrics")
+		case err := <-errc:
+			stop()
+			return nil, usageErrorf("--metrics-addr: %v", err)
+		}
+	}
+	mode := f.progress
+	if mode == "auto" {
+		mode = "log"
+		if isTerminal(e.stderr) {
+			mode = "bar"
+		}
+	}
+	if mode != "off" {
+		since := time.Now().Add(-time.Second)
+		r, err := progress.New(progress.Config{
+			Poll: func(ctx context.Context) (progress.Counts, error) {
+				counts, err := progress.Runs(ctx, pool, since)
+				counts.Throttles = c.Snapshot().Throttles
+				return counts, err
+			},
+			Bar: mode == "bar", Out: e.stderr, Logger: logger,
+		})
+		if err != nil {
+			stop()
+			return nil, err
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			_ = r.Run(watchCtx)
+		}()
+	}
+	return stop, nil
 }
 
 // printCompletions prints one line per run with its completion totals.

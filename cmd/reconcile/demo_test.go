@@ -1,0 +1,150 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"regexp"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/reconcile/reconcile/internal/payments"
+	"github.com/reconcile/reconcile/internal/pgtest"
+)
+
+// groundTruth tallies the simulator's correct outcomes for the demo day of
+// date, n and seed, independently of the demo's own comparison.
+func groundTruth(t *testing.T, date string, n int, seed uint64) map[string]int {
+	t.Helper()
+	d, err := payments.ParseDate(date)
+	if err != nil {
+		t.Fatal(err)
+	}
+	day, err := generateDemoDay(d, n, seed)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sim, err := demoSim(day, seed, "", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	truth := map[string]int{}
+	for _, r := range day.records {
+		truth[sim.Truth(r.ID).Outcome]++
+	}
+	return truth
+}
+
+var outcomeRow = regexp.MustCompile(`(?m)^\s*(matched|mismatched|missing|dead_lettered)\s+(\d+)\s+(\d+)\s*$`)
+
+// printedCounts parses the outcome table of the demo's report: outcome →
+// the ledger's count.
+func printedCounts(t *testing.T, out string) map[string]int {
+	t.Helper()
+	got := map[string]int{}
+	for _, m := range outcomeRow.FindAllStringSubmatch(out, -1) {
+		n, _ := strconv.Atoi(m[2])
+		got[m[1]] = n
+	}
+	if len(got) != 4 {
+		t.Fatalf("outcome table not found in the report:\n%s", out)
+	}
+	return got
+}
+
+func runDemoCommand(t *testing.T, getenv func(string) string, args ...string) (string, string, error) {
+	t.Helper()
+	var stdout, stderr bytes.Buffer
+	e := &env{getenv: getenv, stdin: strings.NewReader(""), stdout: &stdout, stderr: &stderr}
+	ctx, cancel := context.WithTimeout(t.Context(), 3*time.Minute)
+	defer cancel()
+	err := cmdDemo(ctx, e, append([]string{"--log-format", "json", "--progress", "log"}, args...))
+	return stdout.String(), stderr.String(), err
+}
+
+func TestDemoCountsEqualTheGroundTruth(t *testing.T) {
+	t.Parallel()
+	const items, seed, date = 800, 7, "2026-10-24"
+	url := pgtest.ConnString(t)
+	getenv := func(k string) string {
+		if k == "DATABASE_URL" {
+			return url
+		}
+		return ""
+	}
+	out, stderr, err := runDemoCommand(t, getenv, "--items", strconv.Itoa(items), "--seed", strconv.Itoa(seed), "--date", date)
+	if err != nil {
+		t.Fatalf("demo: %v\nstdout:\n%s\nstderr:\n%s", err, out, stderr)
+	}
+	want := groundTruth(t, date, items, seed)
+	got := printedCounts(t, out)
+	for _, o := range demoOutcomes {
+		if got[o] != want[o] {
+			t.Errorf("%s: printed %d, ground truth %d", o, got[o], want[o])
+		}
+	}
+	// The day has every kind of outcome, so the comparison means something.
+	for _, o := range demoOutcomes {
+		if want[o] == 0 {
+			t.Errorf("the demo day has no %s item", o)
+		}
+	}
+	if !strings.Contains(out, fmt.Sprintf("all %d outcomes match the ground truth", items)) {
+		t.Errorf("no match line in:\n%s", out)
+	}
+	for _, s := range []string{"provider calls:", "throttled (429)", "example discrepancies", "example dead letters", "nightly-2026-10-24 complete"} {
+		if !strings.Contains(out, s) {
+			t.Errorf("report lacks %q:\n%s", s, out)
+		}
+	}
+	if !strings.Contains(stderr, `"msg":"progress final"`) {
+		t.Errorf("no final progress line on stderr:\n%s", stderr)
+	}
+
+	// A second demo on the same database checks the date again as a new
+	// generation.
+	out, stderr, err = runDemoCommand(t, getenv, "--items", "50", "--seed", "3", "--date", date)
+	if err != nil {
+		t.Fatalf("second demo: %v\nstdout:\n%s\nstderr:\n%s", err, out, stderr)
+	}
+	if !strings.Contains(out, "nightly-2026-10-24-g2") || !strings.Contains(out, "all 50 outcomes match the ground truth") {
+		t.Errorf("second demo:\n%s", out)
+	}
+}
+
+func TestDemoFinishesOnAThrowawayDatabase(t *testing.T) {
+	t.Parallel()
+	out, stderr, err := runDemoCommand(t, func(string) string { return "" }, "--items", "300", "--date", "2026-10-24")
+	if err != nil {
+		t.Fatalf("demo: %v\nstdout:\n%s\nstderr:\n%s", err, out, stderr)
+	}
+	if !strings.Contains(out, "all 300 outcomes match the ground truth") {
+		t.Errorf("demo report:\n%s", out)
+	}
+}
+
+func TestDemoRefusesADatabaseWithOpenRuns(t *testing.T) {
+	t.Parallel()
+	pool := pgtest.New(t)
+	if _, err := pool.Exec(t.Context(), `
+		INSERT INTO runs (run_id, reconciliation_id, business_date, generation, trigger, triggered_by, source, source_sha256, time_zone, item_count)
+		VALUES (gen_random_uuid(), 'nightly-2026-10-23', '2026-10-23', 1, 'manual', 't', 'x', '', 'UTC', 1)`); err != nil {
+		t.Fatal(err)
+	}
+	url := pool.Config().ConnString()
+	_, _, err := runDemoCommand(t, func(k string) string {
+		if k == "DATABASE_URL" {
+			return url
+		}
+		return ""
+	}, "--items", "10")
+	if err == nil || !strings.Contains(err.Error(), "1 open runs") {
+		t.Fatalf("demo on a database with an open run: %v", err)
+	}
+	if exitCode(err, &bytes.Buffer{}) != 2 {
+		t.Errorf("exit code = %d, want 2", exitCode(err, &bytes.Buffer{}))
+	}
+}
+
