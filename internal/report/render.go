@@ -1,0 +1,103 @@
+package report
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+)
+
+// DB is what the queries need: a pool, a connection or a transaction.
+type DB interface {
+	Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error)
+	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
+}
+
+// writeJSON writes v indented, with a final newline.
+func writeJSON(w io.Writer, v any) error {
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	return enc.Encode(v)
+}
+
+// fmtRate formats a rate in calls per second without trailing zeros.
+func fmtRate(r float64) string { return strconv.FormatFloat(r, 'f', -1, 64) }
+
+// fmtDuration rounds d to the second and drops zero units: 1h2m, 45s.
+func fmtDuration(d time.Duration) string {
+	d = d.Round(time.Second)
+	s := d.String()
+	if strings.HasSuffix(s, "m0s") {
+		s = strings.TrimSuffix(s, "0s")
+	}
+	if strings.HasSuffix(s, "h0m") {
+		s = strings.TrimSuffix(s, "0m")
+	}
+	return s
+}
+
+func fmtTime(t time.Time) string { return t.UTC().Format(time.RFC3339) }
+
+func fmtTimePtr(t *time.Time) string {
+	if t == nil {
+		return "-"
+	}
+	return fmtTime(*t)
+}
+
+// WriteJSON writes the status as one indented JSON object. Field names are
+// those of the struct tags; durations are in seconds, instants RFC 3339.
+func (st Status) WriteJSON(w io.Writer) error { return writeJSON(w, st) }
+
+// WriteText writes the status for a terminal.
+func (st Status) WriteText(w io.Writer) error {
+	bw := bufio.NewWriter(w)
+	l := st.Limiter
+	fmt.Fprintf(bw, "limiter %s: configured %s/s (burst %d), effective %s/s, %d throttles",
+		l.Name, fmtRate(l.ConfiguredRate), l.Burst, fmtRate(l.EffectiveRate), l.Throttles)
+	if l.PenaltyUntil != nil {
+		fmt.Fprintf(bw, ", paused until %s", fmtTime(*l.PenaltyUntil))
+	}
+	bw.WriteString("\n")
+	if len(st.Runs) == 0 {
+		bw.WriteString("no runs\n")
+	}
+	for _, r := range st.Runs {
+		s := r.States
+		fmt.Fprintf(bw, "\nrun %s (%s, generation %d, %s, source %s)\n", r.ReconciliationID, r.BusinessDate, r.Generation, r.Trigger, r.Source)
+		fmt.Fprintf(bw, "  items     %d: %d matched, %d mismatched, %d missing, %d dead-lettered, %d queued, %d retry scheduled\n",
+			r.Items, s.Matched, s.Mismatched, s.Missing, s.DeadLettered, s.Queued, s.RetryScheduled)
+		fmt.Fprintf(bw, "  progress  %.1f%% (%d of %d done)\n", r.ProgressPercent, r.Items-r.Open, r.Items)
+		fmt.Fprintf(bw, "  calls     %d provider calls, %d throttled\n", r.ProviderCalls, r.Throttles)
+		q := r.Queue
+		fmt.Fprintf(bw, "  queue     %d available, %d in flight, %d delayed, %d dead letters; oldest waiting %s\n",
+			q.Available, q.InFlight, q.Delayed, q.DeadLettered, fmtDuration(time.Duration(q.OldestWaitingSeconds*float64(time.Second))))
+		if r.ETASeconds != nil {
+			fmt.Fprintf(bw, "  eta       %s at the effective %s/s (configured %s/s): about %s\n",
+				fmtDuration(time.Duration(*r.ETASeconds)*time.Second), fmtRate(l.EffectiveRate), fmtRate(l.ConfiguredRate),
+				fmtTime(*r.EstimatedCompletion))
+		}
+		fmt.Fprintf(bw, "  created   %s\n  completed %s\n", fmtTime(r.CreatedAt), fmtTimePtr(r.CompletedAt))
+	}
+	if len(st.SchedulerFailures) > 0 {
+		fmt.Fprintf(bw, "\nscheduler failures (latest %d):\n", len(st.SchedulerFailures))
+		for _, f := range st.SchedulerFailures {
+			state := "UNRESOLVED"
+			if f.Resolved {
+				state = "resolved"
+			}
+			fmt.Fprintf(bw, "  %s  %s tick for %s by %s (%s): %s\n", fmtTime(f.RecordedAt), fmtTime(f.ScheduledAt),
+				f.BusinessDate, f.Scheduler, state, f.Error)
+		}
+	}
+	for _, warn := range st.Warnings {
+		fmt.Fprintf(bw, "\nWARNING: %s\n", warn)
+	}
+	return bw.Flush()
+}

@@ -1,0 +1,323 @@
+// Package report reads the ledger for people: Status shows how far runs are
+// (counts by state, rate, ETA, queue, scheduler failures) and Report lists
+// what a run found (discrepancies, missing ids, dead letters, and optionally
+// every item), as a table, CSV or JSON.
+//
+// Both only read. Neither prints connection details: they know only the pool.
+package report
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/reconcile/reconcile/internal/limiter"
+	"github.com/reconcile/reconcile/internal/payments"
+	"github.com/reconcile/reconcile/internal/queue"
+)
+
+// ErrNoRun is returned for a business date (or generation) without a run.
+var ErrNoRun = errors.New("no run for this date")
+
+// StatusOptions select what Status shows.
+type StatusOptions struct {
+	// Date limits the status to the runs of one business date. Defaults to
+	// the zero Date: every open run and the runs of the latest date.
+	Date payments.Date
+	// Now is the instant ages and the ETA are measured from. Required.
+	Now time.Time
+	// Deadline, when set, is the instant by which every run should be done;
+	// a run whose estimated completion passes it gets a warning. Defaults to
+	// none.
+	Deadline time.Time
+	// Failures is how many of the latest scheduler failures to show.
+	// Defaults to 5.
+	Failures int
+	// Limiter names the provider's limiter. Defaults to limiter.DefaultName.
+	Limiter string
+}
+
+// Status is a snapshot of the runs' progress.
+type Status struct {
+	// Now is the instant of the snapshot.
+	Now time.Time `json:"now"`
+	// Deadline is StatusOptions.Deadline; omitted when none.
+	Deadline *time.Time `json:"deadline,omitempty"`
+	// Limiter is the shared provider limiter.
+	Limiter LimiterStatus `json:"limiter"`
+	// Runs are ordered by business date and generation.
+	Runs []RunStatus `json:"runs"`
+	// SchedulerFailures are the latest failed scheduler ticks, newest first.
+	SchedulerFailures []SchedulerFailure `json:"scheduler_failures"`
+	// Warnings are problems an operator must act on (a deadline that will
+	// be missed).
+	Warnings []string `json:"warnings"`
+}
+
+// LimiterStatus is the shared limiter's settings and state.
+type LimiterStatus struct {
+	Name string `json:"name"`
+	// ConfiguredRate is the ceiling set with `reconcile limit set`, calls/s.
+	ConfiguredRate float64 `json:"configured_rate"`
+	Burst          int     `json:"burst"`
+	// EffectiveRate is the adaptive rate in force, calls/s.
+	EffectiveRate float64 `json:"effective_rate"`
+	// Throttles counts the 429s reported by all consumers.
+	Throttles int64 `json:"throttles"`
+	// PenaltyUntil is when the current throttle penalty ends; omitted when
+	// none is running.
+	PenaltyUntil *time.Time `json:"penalty_until,omitempty"`
+}
+
+// StateCounts counts a run's items by state.
+type StateCounts struct {
+	Queued         int `json:"queued"`
+	RetryScheduled int `json:"retry_scheduled"`
+	Matched        int `json:"matched"`
+	Mismatched     int `json:"mismatched"`
+	Missing        int `json:"missing"`
+	DeadLettered   int `json:"dead_lettered"`
+}
+
+// Open is the number of items not yet in a terminal state.
+func (c StateCounts) Open() int { return c.Queued + c.RetryScheduled }
+
+// QueueStatus is the queue's view of one run.
+type QueueStatus struct {
+	Available    int64 `json:"available"`
+	InFlight     int64 `json:"in_flight"`
+	Delayed      int64 `json:"delayed"`
+	DeadLettered int64 `json:"dead_lettered"`
+	// OldestWaitingSeconds is the age of the oldest message waiting to be
+	// claimed, since it was first published.
+	OldestWaitingSeconds float64 `json:"oldest_waiting_seconds"`
+}
+
+// RunStatus is the progress of one run.
+type RunStatus struct {
+	RunID            uuid.UUID   `json:"run_id"`
+	ReconciliationID string      `json:"reconciliation_id"`
+	BusinessDate     string      `json:"business_date"`
+	Generation       int         `json:"generation"`
+	Trigger          string      `json:"trigger"`
+	Source           string      `json:"source"`
+	Items            int         `json:"items"`
+	States           StateCounts `json:"states"`
+	Open             int         `json:"open"`
+	// ProgressPercent is the share of items in a terminal state, 0 to 100.
+	ProgressPercent float64 `json:"progress_percent"`
+	ProviderCalls   int64   `json:"provider_calls"`
+	Throttles       int64   `json:"throttles"`
+	Queue           QueueStatus `json:"queue"`
+	// ETASeconds is the estimated time to completion at the effective rate,
+	// counting the open items of runs enqueued before this one (consumers
+	// share one limiter) and any running penalty; omitted when complete.
+	ETASeconds *float64 `json:"eta_seconds,omitempty"`
+	// EstimatedCompletion is Now plus the ETA; omitted when complete.
+	EstimatedCompletion *time.Time `json:"estimated_completion,omitempty"`
+	CreatedAt           time.Time  `json:"created_at"`
+	// CompletedAt is when the last item reached a terminal state; omitted
+	// while items are open.
+	CompletedAt *time.Time `json:"completed_at,omitempty"`
+}
+
+// SchedulerFailure is one failed scheduler tick.
+type SchedulerFailure struct {
+	RecordedAt   time.Time `json:"recorded_at"`
+	ScheduledAt  time.Time `json:"scheduled_at"`
+	BusinessDate string    `json:"business_date"`
+	Source       string    `json:"source"`
+	Scheduler    string    `json:"scheduler"`
+	Error        string    `json:"error"`
+	// Resolved is true when the date has a run by now (a later tick, a
+	// catch-up or an operator enqueued it).
+	Resolved bool `json:"resolved"`
+}
+
+// LoadStatus reads the status of the runs opts selects.
+func LoadStatus(ctx context.Context, pool *pgxpool.Pool, opts StatusOptions) (Status, error) {
+	if opts.Now.IsZero() {
+		return Status{}, errors.New("load status: StatusOptions.Now is required")
+	}
+	opts.Failures = cmp.Or(opts.Failures, 5)
+	opts.Limiter = cmp.Or(opts.Limiter, limiter.DefaultName)
+	st := Status{Now: opts.Now, Runs: []RunStatus{}, SchedulerFailures: []SchedulerFailure{}, Warnings: []string{}}
+	if !opts.Deadline.IsZero() {
+		st.Deadline = &opts.Deadline
+	}
+
+	ls, err := limiter.LoadState(ctx, pool, opts.Limiter)
+	if err != nil {
+		return Status{}, err
+	}
+	st.Limiter = LimiterStatus{Name: ls.Name, ConfiguredRate: ls.Rate, Burst: ls.Burst, EffectiveRate: ls.EffectiveRate,
+		Throttles: ls.Throttles}
+	if ls.PenaltyUntil.After(opts.Now) {
+		st.Limiter.PenaltyUntil = &ls.PenaltyUntil
+	}
+
+	if st.Runs, err = loadRuns(ctx, pool, opts.Date); err != nil {
+		return Status{}, err
+	}
+	if err := addQueueStats(ctx, pool, opts.Now, st.Runs); err != nil {
+		return Status{}, err
+	}
+	st.estimate(opts.Now)
+	if st.SchedulerFailures, err = loadFailures(ctx, pool, opts.Date, opts.Failures); err != nil {
+		return Status{}, err
+	}
+	return st, nil
+}
+
+// loadRuns reads the runs of d, or the open runs and the latest date's.
+func loadRuns(ctx context.Context, db DB, d payments.Date) ([]RunStatus, error) {
+	var date *string
+	if !d.IsZero() {
+		s := d.String()
+		date = &s
+	}
+	rows, err := db.Query(ctx, `
+		SELECT run_id, reconciliation_id, business_date::text, generation, trigger, source, item_count,
+		       queued, retry_scheduled, matched, mismatched, missing, dead_lettered,
+		       provider_calls, throttles, created_at, completed_at
+		  FROM run_summary
+		 WHERE CASE WHEN $1::date IS NOT NULL THEN business_date = $1::date
+		            ELSE open_items > 0 OR business_date = (SELECT max(business_date) FROM runs) END
+		 ORDER BY business_date, generation`, date)
+	if err != nil {
+		return nil, fmt.Errorf("read runs: %w", err)
+	}
+	runs, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (RunStatus, error) {
+		var r RunStatus
+		err := row.Scan(&r.RunID, &r.ReconciliationID, &r.BusinessDate, &r.Generation, &r.Trigger, &r.Source, &r.Items,
+			&r.States.Queued, &r.States.RetryScheduled, &r.States.Matched, &r.States.Mismatched, &r.States.Missing,
+			&r.States.DeadLettered, &r.ProviderCalls, &r.Throttles, &r.CreatedAt, &r.CompletedAt)
+		r.Open = r.States.Open()
+		if r.Items > 0 {
+			r.ProgressPercent = math.Round(float64(r.Items-r.Open)/float64(r.Items)*1000) / 10
+		}
+		return r, err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("read runs: %w", err)
+	}
+	if runs == nil {
+		runs = []RunStatus{}
+	}
+	return runs, nil
+}
+
+// addQueueStats fills in each run's queue counts.
+func addQueueStats(ctx context.Context, pool *pgxpool.Pool, now time.Time, runs []RunStatus) error {
+	if len(runs) == 0 {
+		return nil
+	}
+	qs, err := queue.New(pool, queue.Config{Now: func() time.Time { return now }}).Stats(ctx)
+	if err != nil {
+		return err
+	}
+	byRun := make(map[uuid.UUID]queue.Counts, len(qs.Runs))
+	for _, r := range qs.Runs {
+		byRun[r.RunID] = r.Counts
+	}
+	for i := range runs {
+		c := byRun[runs[i].RunID]
+		runs[i].Queue = QueueStatus{Available: c.Available, InFlight: c.InFlight, Delayed: c.Delayed,
+			DeadLettered: c.DeadLettered, OldestWaitingSeconds: c.OldestAvailableAge.Seconds()}
+	}
+	return nil
+}
+
+// estimate computes each open run's ETA and warns about deadlines. Runs are
+// served in enqueue order by one shared limiter, so a run waits for the open
+// items of the runs created before it.
+func (st *Status) estimate(now time.Time) {
+	rate := st.Limiter.EffectiveRate
+	if rate <= 0 {
+		return
+	}
+	var penalty time.Duration
+	if st.Limiter.PenaltyUntil != nil {
+		penalty = st.Limiter.PenaltyUntil.Sub(now)
+	}
+	order := make([]int, 0, len(st.Runs))
+	for i := range st.Runs {
+		if st.Runs[i].Open > 0 {
+			order = append(order, i)
+		}
+	}
+	// Stable by creation time; ties (same transaction) keep date order.
+	for a := 1; a < len(order); a++ {
+		for b := a; b > 0 && st.Runs[order[b]].CreatedAt.Before(st.Runs[order[b-1]].CreatedAt); b-- {
+			order[b], order[b-1] = order[b-1], order[b]
+		}
+	}
+	ahead := 0
+	for _, i := range order {
+		r := &st.Runs[i]
+		ahead += r.Open
+		eta := penalty + time.Duration(float64(ahead)/rate*float64(time.Second))
+		secs := math.Round(eta.Seconds())
+		done := now.Add(time.Duration(secs) * time.Second)
+		r.ETASeconds, r.EstimatedCompletion = &secs, &done
+		if st.Deadline != nil && done.After(*st.Deadline) {
+			st.Warnings = append(st.Warnings, deadlineWarning(*r, ahead, rate, st.Limiter.ConfiguredRate, now, *st.Deadline))
+		}
+	}
+}
+
+func deadlineWarning(r RunStatus, ahead int, rate, configured float64, now, deadline time.Time) string {
+	msg := fmt.Sprintf("%s will miss the deadline %s: %d open items (with the runs ahead of it) need about %s at the effective %s/s, finishing about %s.",
+		r.ReconciliationID, deadline.UTC().Format(time.RFC3339), ahead, fmtDuration(time.Duration(*r.ETASeconds)*time.Second),
+		fmtRate(rate), r.EstimatedCompletion.UTC().Format(time.RFC3339))
+	left := deadline.Sub(now)
+	if left <= 0 {
+		return msg + " The deadline has passed."
+	}
+	need := float64(ahead) / left.Seconds()
+	msg += fmt.Sprintf(" No algorithm fixes an arrival rate above the provider's ceiling: finishing in time needs %s/s", fmtRate(math.Ceil(need*10)/10))
+	if need > configured {
+		msg += fmt.Sprintf(", above the configured %s/s; raise the provider's limit (then `reconcile limit set --rate`) or start the run earlier.", fmtRate(configured))
+	} else {
+		msg += fmt.Sprintf(", within the configured %s/s but above the effective rate the provider allows now; the provider is throttling: ask for a higher limit or start the run earlier.", fmtRate(configured))
+	}
+	return msg
+}
+
+// loadFailures reads the latest failed ticks, of d when set.
+func loadFailures(ctx context.Context, db DB, d payments.Date, n int) ([]SchedulerFailure, error) {
+	var date *string
+	if !d.IsZero() {
+		s := d.String()
+		date = &s
+	}
+	rows, err := db.Query(ctx, `
+		SELECT t.recorded_at, t.scheduled_at, t.business_date::text, t.source, t.scheduler, coalesce(t.error, ''),
+		       EXISTS (SELECT FROM runs r WHERE r.business_date = t.business_date)
+		  FROM schedule_ticks t
+		 WHERE t.outcome = 'failed' AND ($1::date IS NULL OR t.business_date = $1::date)
+		 ORDER BY t.recorded_at DESC, t.tick_id DESC
+		 LIMIT $2`, date, n)
+	if err != nil {
+		return nil, fmt.Errorf("read scheduler failures: %w", err)
+	}
+	fails, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (SchedulerFailure, error) {
+		var f SchedulerFailure
+		err := row.Scan(&f.RecordedAt, &f.ScheduledAt, &f.BusinessDate, &f.Source, &f.Scheduler, &f.Error, &f.Resolved)
+		return f, err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("read scheduler failures: %w", err)
+	}
+	if fails == nil {
+		fails = []SchedulerFailure{}
+	}
+	return fails, nil
+}
