@@ -100,11 +100,17 @@ func isTerminal(w io.Writer) bool {
 // connect opens a pool on the configured database (DATABASE_URL or the PG*
 // variables). The connection string never appears in errors unredacted.
 func (e *env) connect(ctx context.Context, logger *slog.Logger) (*pgxpool.Pool, error) {
+	return e.connectN(ctx, logger, 0)
+}
+
+// connectN is connect with a pool of maxConns connections (0: pgxpool's
+// default), for commands that hold many at once.
+func (e *env) connectN(ctx context.Context, logger *slog.Logger, maxConns int32) (*pgxpool.Pool, error) {
 	url := e.getenv("DATABASE_URL")
 	if url == "" && e.getenv("PGHOST") == "" && e.getenv("PGSERVICE") == "" {
 		return nil, usageErrorf("no database configured: set DATABASE_URL (or PGHOST and friends), or try `reconcile demo`, which starts a throwaway one")
 	}
-	pool, err := dbconn.Open(ctx, dbconn.Config{URL: url, Logger: logger})
+	pool, err := dbconn.Open(ctx, dbconn.Config{URL: url, Logger: logger, MaxConns: maxConns})
 	if err != nil {
 		return nil, err
 	}

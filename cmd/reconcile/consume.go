@@ -70,6 +70,11 @@ func (f *consumeFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&f.progress, "progress", "auto", "progress: bar, log (a line every 10s), off, or auto (bar when stderr is a terminal, else log)")
 }
 
+// poolSize is the number of database connections a consumer needs: one per
+// worker recording a result, plus the claimer, the queue listener, the
+// limiter's lease and a spare for status queries.
+func (f *consumeFlags) poolSize() int32 { return int32(f.concurrency + 4) }
+
 func (f *consumeFlags) policy() (decision.Policy, error) {
 	jitter, err := decision.ParseJitter(f.jitter)
 	if err != nil {
@@ -124,7 +129,7 @@ func cmdConsume(ctx context.Context, e *env, args []string) error {
 	if err != nil {
 		return err
 	}
-	pool, err := e.connect(ctx, logger)
+	pool, err := e.connectN(ctx, logger, f.poolSize())
 	if err != nil {
 		return err
 	}
