@@ -112,9 +112,9 @@ type RunStatus struct {
 	States           StateCounts `json:"states"`
 	Open             int         `json:"open"`
 	// ProgressPercent is the share of items in a terminal state, 0 to 100.
-	ProgressPercent float64 `json:"progress_percent"`
-	ProviderCalls   int64   `json:"provider_calls"`
-	Throttles       int64   `json:"throttles"`
+	ProgressPercent float64     `json:"progress_percent"`
+	ProviderCalls   int64       `json:"provider_calls"`
+	Throttles       int64       `json:"throttles"`
 	Queue           QueueStatus `json:"queue"`
 	// ETASeconds is the estimated time to completion at the effective rate,
 	// counting the open items of runs enqueued before this one (consumers
