@@ -83,6 +83,17 @@ func Redact(connString string) string {
 		}
 		return u.String()
 	}
+	if scheme, rest, ok := strings.Cut(connString, "://"); ok {
+		// A URL net/url rejects (a bad port, a stray character) may still
+		// carry a password: cut everything between the user name and the
+		// last '@', which over-redacts rather than leaks.
+		if at := strings.LastIndexByte(rest, '@'); at >= 0 {
+			if user, _, hasPassword := strings.Cut(rest[:at], ":"); hasPassword {
+				rest = user + ":xxxxx" + rest[at:]
+			}
+		}
+		connString = scheme + "://" + rest
+	}
 	return passwordKV.ReplaceAllString(connString, "${1}xxxxx")
 }
 
