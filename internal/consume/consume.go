@@ -10,6 +10,7 @@
 package consume
 
 import (
+	"bytes"
 	"cmp"
 	"context"
 	"errors"
@@ -17,10 +18,12 @@ import (
 	"log/slog"
 	"math/rand/v2"
 	"os"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
 
+	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
@@ -63,6 +66,13 @@ type Config struct {
 	Now func() time.Time
 	// Seed seeds the jitter. Defaults to a random seed.
 	Seed uint64
+	// RecordBatch is the most results recorded in one transaction. Workers
+	// hand their results to one recorder, which writes whatever has
+	// gathered while the previous transaction committed, so a busy consumer
+	// pays one commit (one WAL flush) per batch instead of per item, and
+	// acks the batch's messages in one statement. 1 records each result in
+	// its own transaction. Defaults to 64.
+	RecordBatch int
 	// LeaseRenewal is how often the lease of a message whose call is still
 	// running is extended, so a slow call is not redelivered elsewhere.
 	// Defaults to a third of the queue's visibility timeout; negative turns
@@ -76,6 +86,7 @@ func (c Config) withDefaults() Config {
 	c.Policy = c.Policy.WithDefaults()
 	c.Grace = cmp.Or(c.Grace, 10*time.Second)
 	c.IdleWait = cmp.Or(c.IdleWait, 2*time.Second)
+	c.RecordBatch = cmp.Or(c.RecordBatch, 64)
 	if c.Actor == "" {
 		host, _ := os.Hostname()
 		c.Actor = fmt.Sprintf("%s:%d", host, os.Getpid())
@@ -101,6 +112,7 @@ type Consumer struct {
 	client  *provider.Client
 	cfg     Config
 	stats   Stats
+	results chan<- result // to the recorder; nil: record in the worker
 
 	rndMu sync.Mutex
 	rnd   *rand.Rand
@@ -115,6 +127,9 @@ func New(pool *pgxpool.Pool, q *queue.Queue, lim *limiter.Shared, client *provid
 	}
 	if cfg.Concurrency < 1 {
 		return nil, fmt.Errorf("consume: Concurrency %d: want at least 1", cfg.Concurrency)
+	}
+	if cfg.RecordBatch < 1 {
+		return nil, fmt.Errorf("consume: RecordBatch %d: want at least 1", cfg.RecordBatch)
 	}
 	return &Consumer{pool: pool, queue: q, limiter: lim, client: client, cfg: cfg,
 		rnd: rand.New(rand.NewPCG(cfg.Seed, cfg.Seed>>1|1))}, nil
@@ -205,7 +220,22 @@ func (c *Consumer) Run(ctx context.Context) error {
 		})
 	}
 
-	jobs := make(chan job, c.cfg.Concurrency)
+	// The buffer holds a second batch while the workers run the first, so
+	// the claimer fetches full batches instead of one message per freed
+	// slot (two queries each).
+	var recorded chan struct{}
+	if c.cfg.RecordBatch > 1 {
+		results := make(chan result, c.cfg.Concurrency)
+		c.results = results
+		recorded = make(chan struct{})
+		go func() {
+			defer close(recorded)
+			c.recordLoop(workCtx, results)
+		}()
+	}
+
+	jobs := make(chan job, 2*c.cfg.Concurrency)
+	taken := make(chan struct{}, 1)
 	var wg sync.WaitGroup
 	var busy atomic.Int64
 	for range c.cfg.Concurrency {
@@ -213,6 +243,10 @@ func (c *Consumer) Run(ctx context.Context) error {
 		go func() {
 			defer wg.Done()
 			for j := range jobs {
+				select {
+				case taken <- struct{}{}:
+				default:
+				}
 				if claimCtx.Err() != nil {
 					// Stopping: hand back what was not started.
 					c.release(workCtx, j.d)
@@ -228,9 +262,13 @@ func (c *Consumer) Run(ctx context.Context) error {
 		}()
 	}
 
-	err := c.claimLoop(claimCtx, jobs, &busy)
+	err := c.claimLoop(claimCtx, jobs, taken, &busy)
 	close(jobs)
 	wg.Wait()
+	if c.results != nil {
+		close(c.results)
+		<-recorded
+	}
 	if fatal != nil {
 		return fatal
 	}
@@ -241,8 +279,10 @@ func (c *Consumer) Run(ctx context.Context) error {
 }
 
 // claimLoop claims batches for free worker slots until ctx ends or, with
-// UntilDone, every run is complete.
-func (c *Consumer) claimLoop(ctx context.Context, jobs chan<- job, busy *atomic.Int64) error {
+// UntilDone, every run is complete. It claims once at least half of the
+// buffer is free (or the buffer is empty), so batches stay large when the
+// workers are fast; taken signals that a worker took a job.
+func (c *Consumer) claimLoop(ctx context.Context, jobs chan<- job, taken <-chan struct{}, busy *atomic.Int64) error {
 	listener, err := c.queue.Listen(ctx)
 	if err != nil {
 		return fmt.Errorf("listen for queue messages: %w", err)
@@ -251,19 +291,25 @@ func (c *Consumer) claimLoop(ctx context.Context, jobs chan<- job, busy *atomic.
 	failures := 0
 	for ctx.Err() == nil {
 		free := cap(jobs) - len(jobs)
-		if free == 0 {
-			// All slots are full: wait for a worker to take one. The
-			// channel has no "room available" signal, so poll briefly.
-			if err := sleep(ctx, 5*time.Millisecond); err != nil {
-				return err
+		if free < cap(jobs)/2 && len(jobs) > 0 {
+			// Wait for the workers to make room for a full batch.
+			select {
+			case <-ctx.Done():
+				return ctx.Err()
+			case <-taken:
 			}
 			continue
 		}
-		batch, err := c.claim(ctx, free)
-		if err != nil {
-			if ctx.Err() != nil {
-				return ctx.Err()
+		// A claim is not cancelled half way: messages leased by a claim
+		// whose answer was lost would stay invisible for a whole lease.
+		batch, err := c.claim(context.WithoutCancel(ctx), free)
+		if ctx.Err() != nil {
+			for _, j := range batch {
+				c.release(context.WithoutCancel(ctx), j.d)
 			}
+			return ctx.Err()
+		}
+		if err != nil {
 			failures++
 			wait := backoffDB(failures)
 			c.cfg.Logger.Warn("claim failed; retrying", "err", err, "retry_in", wait)
@@ -304,7 +350,9 @@ func (c *Consumer) claim(ctx context.Context, n int) ([]job, error) {
 	}
 	items, err := ledger.Items(ctx, c.pool, keys)
 	if err != nil {
-		// Leave the claimed messages to come back after their lease.
+		if rerr := c.queue.Release(ctx, ds); rerr != nil {
+			c.cfg.Logger.Warn("release claimed messages failed; they return after their lease", "messages", len(ds), "err", rerr)
+		}
 		return nil, err
 	}
 	batch := make([]job, len(ds))
@@ -490,14 +538,147 @@ type settlement struct {
 	at          time.Time
 }
 
-// settle records s in one transaction: the item's state change and
-// transition, the completion join, and the message's ack, reschedule or dead
-// letter. A database failure is retried with backoff while the lease lasts;
-// after that the message comes back by itself.
+// result is a settlement waiting for the recorder.
+type result struct {
+	j      job
+	s      settlement
+	logger *slog.Logger
+}
+
+// settle hands s to the recorder or, without one, records it at once. It
+// returns nil: recording failures leave the message to come back after its
+// lease.
 func (c *Consumer) settle(ctx context.Context, logger *slog.Logger, j job, s settlement) error {
 	if s.at.IsZero() {
 		s.at = c.cfg.Now()
 	}
+	if c.results == nil {
+		return c.settleOne(ctx, logger, j, s)
+	}
+	select {
+	case c.results <- result{j: j, s: s, logger: logger}:
+	case <-ctx.Done():
+	}
+	return nil
+}
+
+// recordLoop records the results it receives until in is closed, in
+// batches of what has gathered, at most RecordBatch.
+func (c *Consumer) recordLoop(ctx context.Context, in <-chan result) {
+	batch := make([]result, 0, c.cfg.RecordBatch)
+	for first := range in {
+		batch = append(batch[:0], first)
+	gather:
+		for len(batch) < c.cfg.RecordBatch {
+			select {
+			case r, ok := <-in:
+				if !ok {
+					break gather
+				}
+				batch = append(batch, r)
+			default:
+				break gather
+			}
+		}
+		c.settleBatch(ctx, batch)
+	}
+}
+
+// settleBatch records a batch in one transaction. If any part of it fails
+// (a stale lease, an item that moved on, a database error), the transaction
+// rolls back and every result is recorded on its own with settleOne, which
+// sorts out which ones still apply.
+func (c *Consumer) settleBatch(ctx context.Context, batch []result) {
+	if len(batch) > 1 {
+		slices.SortFunc(batch, func(a, b result) int {
+			return cmp.Or(bytes.Compare(a.j.d.RunID[:], b.j.d.RunID[:]), cmp.Compare(a.j.d.TransactionID, b.j.d.TransactionID))
+		})
+		err := pgx.BeginFunc(ctx, c.pool, func(tx pgx.Tx) error { return c.recordBatch(ctx, tx, batch) })
+		if err == nil {
+			for _, r := range batch {
+				c.count(r.s)
+			}
+			return
+		}
+		if ctx.Err() != nil {
+			return
+		}
+		c.cfg.Logger.Debug("batch not recorded; recording its results one by one", "results", len(batch), "err", err)
+	}
+	for _, r := range batch {
+		_ = c.settleOne(ctx, r.logger, r.j, r.s)
+	}
+}
+
+// lockCounters locks, in one order shared by every consumer, the completion
+// counter rows that the terminal changes of a batch will count down: first
+// the accounts, then the shards, each sorted. ledger.Record takes them item
+// by item, account then shard, and two batches doing that in different
+// orders could deadlock.
+const lockCounters = `
+SELECT 1 FROM account_progress ap
+  JOIN (SELECT DISTINCT i.run_id, i.account_id
+          FROM unnest($1::uuid[], $2::text[]) AS k(run_id, transaction_id)
+          JOIN items i USING (run_id, transaction_id)) k USING (run_id, account_id)
+ ORDER BY ap.run_id, ap.account_id
+   FOR UPDATE OF ap`
+
+const lockShards = `
+SELECT 1 FROM run_shards rs
+  JOIN (SELECT DISTINCT i.run_id, i.shard
+          FROM unnest($1::uuid[], $2::text[]) AS k(run_id, transaction_id)
+          JOIN items i USING (run_id, transaction_id)) k USING (run_id, shard)
+ ORDER BY rs.run_id, rs.shard
+   FOR UPDATE OF rs`
+
+// recordBatch records a batch sorted by item in tx: the counter locks in
+// their shared order, every item's change, and the acks in one statement.
+func (c *Consumer) recordBatch(ctx context.Context, tx pgx.Tx, batch []result) error {
+	var runs []uuid.UUID
+	var ids []string
+	for _, r := range batch {
+		if r.s.to.Terminal() {
+			runs, ids = append(runs, r.j.d.RunID), append(ids, r.j.d.TransactionID)
+		}
+	}
+	if len(runs) > 0 {
+		b := &pgx.Batch{}
+		b.Queue(lockCounters, runs, ids)
+		b.Queue(lockShards, runs, ids)
+		if err := tx.SendBatch(ctx, b).Close(); err != nil {
+			return fmt.Errorf("lock completion counters: %w", err)
+		}
+	}
+	var acks []queue.Delivery
+	for _, r := range batch {
+		if !r.s.retry && !r.s.deadLetter {
+			if !r.s.ackOnly {
+				if err := c.change(ctx, tx, r.j, r.s); err != nil {
+					return err
+				}
+			}
+			acks = append(acks, r.j.d)
+			continue
+		}
+		if err := c.record(ctx, tx, r.j, r.s); err != nil {
+			return err
+		}
+	}
+	stale, err := c.queue.AckBatch(ctx, tx, acks)
+	if err != nil {
+		return err
+	}
+	if len(stale) > 0 {
+		return fmt.Errorf("ack %d messages: %w", len(stale), queue.ErrStaleLease)
+	}
+	return nil
+}
+
+// settleOne records s in one transaction: the item's state change and
+// transition, the completion join, and the message's ack, reschedule or dead
+// letter. A database failure is retried with backoff while the lease lasts;
+// after that the message comes back by itself.
+func (c *Consumer) settleOne(ctx context.Context, logger *slog.Logger, j job, s settlement) error {
 	for failures := 0; ; failures++ {
 		err := pgx.BeginFunc(ctx, c.pool, func(tx pgx.Tx) error { return c.record(ctx, tx, j, s) })
 		switch {
@@ -532,6 +713,25 @@ func (c *Consumer) record(ctx context.Context, tx pgx.Tx, j job, s settlement) e
 	if s.ackOnly {
 		return c.queue.Ack(ctx, tx, j.d)
 	}
+	if err := c.change(ctx, tx, j, s); err != nil {
+		return err
+	}
+	switch {
+	case s.retry:
+		d := j.d
+		if !s.keepAttempt {
+			d.Attempt++
+		}
+		return c.queue.RetryAt(ctx, tx, d, s.at.Add(s.delay), s.reason)
+	case s.deadLetter:
+		return c.queue.DeadLetter(ctx, tx, j.d, s.reason, s.detail)
+	default:
+		return c.queue.Ack(ctx, tx, j.d)
+	}
+}
+
+// change records the item's state change of s, if any, in tx.
+func (c *Consumer) change(ctx context.Context, tx pgx.Tx, j job, s settlement) error {
 	if s.to != "" {
 		attempt := 0
 		if s.called {
@@ -561,18 +761,7 @@ func (c *Consumer) record(ctx context.Context, tx pgx.Tx, j job, s settlement) e
 			return err
 		}
 	}
-	switch {
-	case s.retry:
-		d := j.d
-		if !s.keepAttempt {
-			d.Attempt++
-		}
-		return c.queue.RetryAt(ctx, tx, d, s.at.Add(s.delay), s.reason)
-	case s.deadLetter:
-		return c.queue.DeadLetter(ctx, tx, j.d, s.reason, s.detail)
-	default:
-		return c.queue.Ack(ctx, tx, j.d)
-	}
+	return nil
 }
 
 func (c *Consumer) count(s settlement) {

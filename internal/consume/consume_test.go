@@ -360,3 +360,15 @@ func TestShutdownReleasesUnstartedMessages(t *testing.T) {
 		t.Fatalf("after shutdown: queue %+v with %d acked; want nothing in flight and the rest available", stats, acked)
 	}
 }
+
+// TestConsumeRecordsEachResultAlone turns batching off: every result gets
+// its own transaction, and the outcomes are the same.
+func TestConsumeRecordsEachResultAlone(t *testing.T) {
+	t.Parallel()
+	b := setup(t, options{items: 200, shares: providersim.Shares{Mismatch: 0.05, Missing: 0.05, BadRequest: 0.02, Transient: 0.05}})
+	c, _ := b.consumer(t, "", 1000, 100, consume.Config{Concurrency: 6, RecordBatch: 1})
+	if err := runWithin(t, c, time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	b.checkInvariants(t)
+}

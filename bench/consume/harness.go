@@ -1,0 +1,406 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/reconcile/reconcile/internal/consume"
+	"github.com/reconcile/reconcile/internal/decision"
+	"github.com/reconcile/reconcile/internal/enqueue"
+	"github.com/reconcile/reconcile/internal/limiter"
+	"github.com/reconcile/reconcile/internal/payments"
+	"github.com/reconcile/reconcile/internal/pgserver"
+	"github.com/reconcile/reconcile/internal/provider"
+	"github.com/reconcile/reconcile/internal/providersim"
+	"github.com/reconcile/reconcile/internal/queue"
+	"github.com/reconcile/reconcile/internal/sample"
+	"github.com/reconcile/reconcile/migrations"
+)
+
+// server is the PostgreSQL server the runs use.
+type server struct {
+	admin   string
+	connFor func(dbname string) string
+	cluster *pgserver.Cluster
+}
+
+func openServer(ctx context.Context) (*server, error) {
+	if url := os.Getenv("DATABASE_URL"); url != "" {
+		return &server{admin: url}, nil
+	}
+	c, err := pgserver.Start(ctx, pgserver.Config{Durable: true})
+	if err != nil {
+		return nil, err
+	}
+	return &server{admin: c.ConnString("postgres"), connFor: c.ConnString, cluster: c}, nil
+}
+
+func (s *server) close() {
+	if s.cluster != nil {
+		_ = s.cluster.Stop()
+	}
+}
+
+func (s *server) describe(ctx context.Context) string {
+	conn, err := pgx.Connect(ctx, s.admin)
+	if err != nil {
+		return "unreachable: " + err.Error()
+	}
+	defer conn.Close(ctx)
+	var version, fsync, syncCommit string
+	if err := conn.QueryRow(ctx, `SELECT current_setting('server_version'), current_setting('fsync'), current_setting('synchronous_commit')`).
+		Scan(&version, &fsync, &syncCommit); err != nil {
+		return err.Error()
+	}
+	where := "DATABASE_URL"
+	if s.cluster != nil {
+		where = "throwaway cluster"
+	}
+	return fmt.Sprintf("PostgreSQL %s (%s), fsync=%s synchronous_commit=%s", version, where, fsync, syncCommit)
+}
+
+// database creates a fresh migrated database and returns a pool on it with
+// maxConns connections, and a function dropping it.
+func (s *server) database(ctx context.Context, maxConns int32) (*pgxpool.Pool, func(), error) {
+	conn, err := pgx.Connect(ctx, s.admin)
+	if err != nil {
+		return nil, nil, err
+	}
+	defer conn.Close(ctx)
+	name := "bench_consume_" + strings.ReplaceAll(uuid.NewString()[:8], "-", "")
+	if _, err := conn.Exec(ctx, "CREATE DATABASE "+name); err != nil {
+		return nil, nil, err
+	}
+	drop := func() {
+		c, err := pgx.Connect(context.WithoutCancel(ctx), s.admin)
+		if err != nil {
+			return
+		}
+		_, _ = c.Exec(context.WithoutCancel(ctx), "DROP DATABASE "+name+" WITH (FORCE)")
+		_ = c.Close(context.WithoutCancel(ctx))
+	}
+	var url string
+	if s.connFor != nil {
+		url = s.connFor(name)
+	} else {
+		cfg, err := pgx.ParseConfig(s.admin)
+		if err != nil {
+			drop()
+			return nil, nil, err
+		}
+		url = fmt.Sprintf("host=%s port=%d user=%s password=%s dbname=%s", cfg.Host, cfg.Port, cfg.User, cfg.Password, name)
+	}
+	if _, err := migrations.Up(ctx, url); err != nil {
+		drop()
+		return nil, nil, err
+	}
+	pcfg, err := pgxpool.ParseConfig(url)
+	if err != nil {
+		drop()
+		return nil, nil, err
+	}
+	pcfg.MaxConns = maxConns
+	pool, err := pgxpool.NewWithConfig(ctx, pcfg)
+	if err != nil {
+		drop()
+		return nil, nil, err
+	}
+	return pool, func() { pool.Close(); drop() }, nil
+}
+
+// spec describes one run.
+type spec struct {
+	// items is the size of the generated day.
+	items int
+	// simLimit is the simulator's limit schedule ("" for none) and simBurst
+	// its bucket (0: the schedule's highest rate).
+	simLimit string
+	simBurst int
+	// transientRate is the share of calls the simulator answers 503.
+	transientRate float64
+	// rate and burst are the consumer's configured limiter settings.
+	rate  float64
+	burst int
+	// concurrency is the number of workers.
+	concurrency int
+	// duration, when set, stops the consumer after this long; otherwise it
+	// runs until every item is terminal.
+	duration time.Duration
+	// policy is the retry policy (zero: decision's defaults).
+	policy decision.Policy
+}
+
+// result is what one run measured.
+type result struct {
+	spec    spec
+	elapsed time.Duration // the consumer's Run
+	done    int64         // items terminal at the end
+	sim     providersim.Stats
+	calls   []time.Duration // lookup arrivals at the simulator, from its start
+	snap    consume.Snapshot
+	lim     limiter.Snapshot
+	// goCPU is this process's CPU time during the run; pgCPU that of the
+	// pool's server backends (0 when the server is not on this machine).
+	goCPU, pgCPU time.Duration
+}
+
+// callLog records when each lookup reaches the simulator.
+type callLog struct {
+	start time.Time
+	mu    sync.Mutex
+	at    []time.Duration
+}
+
+func (c *callLog) wrap(h http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if strings.HasPrefix(r.URL.Path, "/v1/") {
+			d := time.Since(c.start)
+			c.mu.Lock()
+			c.at = append(c.at, d)
+			c.mu.Unlock()
+		}
+		h.ServeHTTP(w, r)
+	})
+}
+
+var day = payments.Date{Year: 2026, Month: time.October, Day: 24}
+
+// execute runs one spec on a fresh database.
+func execute(ctx context.Context, srv *server, sp spec, o options) (result, error) {
+	// Workers, the claimer, the listener, the limiter's lease and poll, and
+	// lease renewals each may hold a connection.
+	pool, drop, err := srv.database(ctx, int32(sp.concurrency+4))
+	if err != nil {
+		return result{}, err
+	}
+	defer drop()
+
+	var content bytes.Buffer
+	sc := sample.Config{Date: day, Count: sp.items, Seed: 7}
+	if err := sample.Write(&content, payments.FormatCSV, sc); err != nil {
+		return result{}, err
+	}
+	gen, err := sample.New(sc)
+	if err != nil {
+		return result{}, err
+	}
+	records := make([]provider.Record, 0, sp.items)
+	for p, ok := gen.Next(); ok; p, ok = gen.Next() {
+		records = append(records, provider.Record{ID: p.TransactionID, AmountMinor: p.AmountMinor, Currency: p.Currency, Status: p.Status})
+	}
+
+	q := queue.New(pool, queue.Config{})
+	enq, err := enqueue.New(pool, enqueue.Config{Queue: q})
+	if err != nil {
+		return result{}, err
+	}
+	run, err := enq.Enqueue(ctx, enqueue.Request{Date: day, Source: "bench.csv",
+		Open: func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(content.Bytes())), nil }})
+	if err != nil {
+		return result{}, err
+	}
+	if run.Items != sp.items {
+		return result{}, fmt.Errorf("enqueued %d items, want %d", run.Items, sp.items)
+	}
+	if _, err := pool.Exec(ctx, `VACUUM ANALYZE`); err != nil {
+		return result{}, err
+	}
+
+	sched, err := providersim.ParseSchedule(sp.simLimit)
+	if err != nil {
+		return result{}, err
+	}
+	if err := limiter.SaveSettings(ctx, pool, limiter.DefaultName, limiter.Settings{Rate: sp.rate, Burst: sp.burst}); err != nil {
+		return result{}, err
+	}
+	lim, err := limiter.Open(ctx, pool, limiter.Config{})
+	if err != nil {
+		return result{}, err
+	}
+	defer lim.Close()
+
+	logger := slog.New(slog.DiscardHandler)
+	if o.verbose {
+		logger = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	}
+	sim, err := providersim.New(providersim.Config{Records: records, Seed: 11, Limit: sched, Burst: sp.simBurst,
+		TransientRate: sp.transientRate})
+	if err != nil {
+		return result{}, err
+	}
+	log := &callLog{start: time.Now(), at: make([]time.Duration, 0, sp.items*2)}
+	hs := httptest.NewServer(log.wrap(sim))
+	defer hs.Close()
+	client, err := provider.New(provider.Config{BaseURL: hs.URL, Timeout: 10 * time.Second})
+	if err != nil {
+		return result{}, err
+	}
+	c, err := consume.New(pool, q, lim, client, consume.Config{Concurrency: sp.concurrency, Policy: sp.policy,
+		UntilDone: sp.duration == 0, Logger: logger})
+	if err != nil {
+		return result{}, err
+	}
+
+	runCtx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	if sp.duration > 0 {
+		var stop func()
+		runCtx, stop = context.WithTimeout(ctx, sp.duration)
+		defer stop()
+	}
+	var waits *waitSampler
+	if o.waits {
+		waits = sampleWaits(ctx, pool)
+	}
+	goCPU0, pgCPU0 := processCPU(), backendCPU(ctx, pool)
+	start := time.Now()
+	err = c.Run(runCtx)
+	elapsed := time.Since(start)
+	goCPU, pgCPU := processCPU()-goCPU0, backendCPU(ctx, pool)-pgCPU0
+	if waits != nil {
+		waits.stopAndPrint()
+	}
+	if err != nil {
+		return result{}, fmt.Errorf("consume: %w", err)
+	}
+	if ctx.Err() != nil {
+		return result{}, ctx.Err()
+	}
+	res := result{spec: sp, elapsed: elapsed, sim: sim.Stats(), snap: c.Snapshot(), lim: lim.Snapshot(), goCPU: goCPU, pgCPU: pgCPU}
+	if err := pool.QueryRow(ctx, `SELECT count(*) FROM items WHERE run_id = $1 AND terminal_at IS NOT NULL`, run.RunID).
+		Scan(&res.done); err != nil {
+		return result{}, err
+	}
+	log.mu.Lock()
+	res.calls = slices.Clone(log.at)
+	log.mu.Unlock()
+	slices.Sort(res.calls)
+	return res, nil
+}
+
+// maxInWindow returns the most calls in any window of length w.
+func maxInWindow(at []time.Duration, w time.Duration) int {
+	best, lo := 0, 0
+	for hi := range at {
+		for at[hi]-at[lo] >= w {
+			lo++
+		}
+		best = max(best, hi-lo+1)
+	}
+	return best
+}
+
+// waitSampler samples what the database's backends are doing, to show
+// where a run waits.
+type waitSampler struct {
+	stop   context.CancelFunc
+	done   chan struct{}
+	counts map[string]int
+	n      int
+}
+
+func sampleWaits(ctx context.Context, pool *pgxpool.Pool) *waitSampler {
+	ctx, cancel := context.WithCancel(ctx)
+	w := &waitSampler{stop: cancel, done: make(chan struct{}), counts: map[string]int{}}
+	go func() {
+		defer close(w.done)
+		t := time.NewTicker(10 * time.Millisecond)
+		defer t.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-t.C:
+			}
+			rows, err := pool.Query(ctx, `
+				SELECT state || coalesce(' ' || wait_event_type || ':' || wait_event, '')
+				  FROM pg_stat_activity WHERE datname = current_database() AND pid <> pg_backend_pid()`)
+			if err != nil {
+				continue
+			}
+			states, err := pgx.CollectRows(rows, pgx.RowTo[string])
+			if err != nil {
+				continue
+			}
+			w.n++
+			for _, s := range states {
+				w.counts[s]++
+			}
+		}
+	}()
+	return w
+}
+
+func (w *waitSampler) stopAndPrint() {
+	w.stop()
+	<-w.done
+	type kv struct {
+		k string
+		v int
+	}
+	var all []kv
+	for k, v := range w.counts {
+		all = append(all, kv{k, v})
+	}
+	slices.SortFunc(all, func(a, b kv) int { return b.v - a.v })
+	fmt.Printf("  backends by state (mean over %d samples):\n", w.n)
+	for _, e := range all {
+		fmt.Printf("    %6.2f  %s\n", float64(e.v)/float64(max(w.n, 1)), e.k)
+	}
+}
+
+// processCPU returns this process's user and system CPU time.
+func processCPU() time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+// backendCPU sums the CPU time of the database's server backends, read from
+// /proc (so only for a server on this machine, readable by this user).
+func backendCPU(ctx context.Context, pool *pgxpool.Pool) time.Duration {
+	rows, err := pool.Query(ctx, `SELECT pid FROM pg_stat_activity WHERE datname = current_database()`)
+	if err != nil {
+		return 0
+	}
+	pids, err := pgx.CollectRows(rows, pgx.RowTo[int32])
+	if err != nil {
+		return 0
+	}
+	var total time.Duration
+	for _, pid := range pids {
+		b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+		if err != nil {
+			continue
+		}
+		// Fields after the command name, which ends with ')': utime and
+		// stime are the 12th and 13th of them, in clock ticks (100 Hz).
+		rest := string(b[bytes.LastIndexByte(b, ')')+2:])
+		f := strings.Fields(rest)
+		if len(f) < 13 {
+			continue
+		}
+		ut, _ := strconv.ParseInt(f[11], 10, 64)
+		st, _ := strconv.ParseInt(f[12], 10, 64)
+		total += time.Duration(ut+st) * 10 * time.Millisecond
+	}
+	return total
+}

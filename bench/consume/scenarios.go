@@ -1,0 +1,187 @@
+package main
+
+import (
+	"fmt"
+	"math"
+	"path/filepath"
+	"time"
+
+	"github.com/reconcile/reconcile/internal/providersim"
+)
+
+// scenario is one benchmark with its figures.
+type scenario struct {
+	name    string
+	about   string
+	spec    spec
+	figures func(result) []figure
+	write   func(dir string, r result) error // optional files
+}
+
+func scenarioNames() []string {
+	var names []string
+	for _, s := range scenarios() {
+		names = append(names, s.name)
+	}
+	return names
+}
+
+func atMost(limit float64) func(float64) bool  { return func(v float64) bool { return v <= limit } }
+func atLeast(limit float64) func(float64) bool { return func(v float64) bool { return v >= limit } }
+
+// changeEvery is the length of each step of the changing-limit schedule.
+const changeEvery = 40 * time.Second
+
+func scenarios() []scenario {
+	return []scenario{
+		{
+			name:  "known-limit",
+			about: "limiter at 50/s (burst 5) for 60 s, unlimited simulator",
+			spec:  spec{items: 3000, rate: 50, burst: 5, concurrency: 8},
+			figures: func(r result) []figure {
+				n := len(r.calls)
+				achieved := 0.0
+				if n > 1 {
+					achieved = float64(n-1) / (r.calls[n-1] - r.calls[0]).Seconds()
+				}
+				return []figure{
+					{name: "achieved rate (first to last call)", value: achieved, unit: "calls/s", target: "49.5..50.5",
+						check: func(v float64) bool { return math.Abs(v-50) <= 0.5 }},
+					{name: "max calls in any 1 s window", value: float64(maxInWindow(r.calls, time.Second)), unit: "calls",
+						target: "<= 55 (rate+burst)", check: atMost(55)},
+					{name: "elapsed", value: r.elapsed.Seconds(), unit: "s", target: "(60 s floor)"},
+					{name: "provider calls", value: float64(r.sim.Calls), unit: "calls"},
+					{name: "items terminal", value: float64(r.done), unit: "items", target: "3000", check: atLeast(3000)},
+				}
+			},
+		},
+		{
+			name:  "unknown-limit",
+			about: "simulator at 20/s (burst 5, Retry-After), consumer ceiling 100/s (burst 10), 60 s",
+			spec:  spec{items: 2000, simLimit: "20", simBurst: 5, rate: 100, burst: 10, concurrency: 8, duration: 60 * time.Second},
+			figures: func(r result) []figure {
+				calls, throttled, accepted := window(r.sim.Series, 10, 60)
+				secs := 50.0
+				return []figure{
+					{name: "429 share after 10 s", value: 100 * ratio(throttled, calls), unit: "%", target: "<= 3", check: atMost(3)},
+					{name: "throughput after 10 s", value: float64(accepted) / secs, unit: "calls/s", target: ">= 18 (90% of 20)", check: atLeast(18)},
+					{name: "429s after 10 s", value: float64(throttled), unit: "calls"},
+					{name: "429s in the first 10 s", value: float64(r.sim.Throttled - throttled), unit: "calls"},
+				}
+			},
+		},
+		{
+			name:  "changing-limit",
+			about: "simulator 20 -> 10 -> 30/s (burst 5), 40 s each; consumer ceiling 100/s (burst 10)",
+			spec: spec{items: 3000, simLimit: fmt.Sprintf("20@0s,10@%s,30@%s", changeEvery, 2*changeEvery), simBurst: 5,
+				rate: 100, burst: 10, concurrency: 8, duration: 3 * changeEvery},
+			figures: func(r result) []figure {
+				var fs []figure
+				for i, limit := range []float64{20, 10, 30} {
+					at := i * int(changeEvery/time.Second)
+					rec := recovery(r.sim.Series, at, limit, int(changeEvery/time.Second))
+					target, check := "<= 10", atMost(10)
+					if i == 0 {
+						target, check = "(start, informational)", nil
+					}
+					fs = append(fs, figure{name: fmt.Sprintf("within 10%% of %g/s after", limit), value: rec, unit: "s", target: target, check: check})
+				}
+				for i, limit := range []float64{20, 10, 30} {
+					from := i*int(changeEvery/time.Second) + 10
+					calls, throttled, accepted := window(r.sim.Series, from, from+30)
+					fs = append(fs, figure{name: fmt.Sprintf("accepted/s, 429 %%: %g/s step", limit), value: float64(accepted) / 30, unit: "calls/s",
+						target: fmt.Sprintf("429s %.1f%%", 100*ratio(throttled, calls))})
+				}
+				return fs
+			},
+			write: func(dir string, r result) error {
+				csvPath := filepath.Join(dir, "changing-limit.csv")
+				if err := writeSeriesCSV(csvPath, r.sim.Series); err != nil {
+					return err
+				}
+				pngPath := filepath.Join(dir, "changing-limit.png")
+				if err := plotSeries(pngPath, r.sim.Series, "changing limit: 20 -> 10 -> 30 calls/s, consumer ceiling 100/s"); err != nil {
+					return err
+				}
+				fmt.Printf("  wrote %s and %s\n", csvPath, pngPath)
+				return nil
+			},
+		},
+		{
+			name:  "transient",
+			about: "1% of calls answered 503, simulator and limiter at 100/s (burst 10), 3000 items",
+			spec:  spec{items: 3000, simLimit: "100", simBurst: 10, transientRate: 0.01, rate: 100, burst: 10, concurrency: 8},
+			figures: func(r result) []figure {
+				return []figure{
+					{name: "provider calls per item", value: float64(r.sim.Calls) / float64(r.spec.items), unit: "calls", target: "<= 1.05", check: atMost(1.05)},
+					{name: "503s", value: float64(r.sim.ByStatus[503]), unit: "calls"},
+					{name: "429s", value: float64(r.sim.Throttled), unit: "calls"},
+					{name: "items terminal", value: float64(r.done), unit: "items", target: "3000", check: atLeast(3000)},
+				}
+			},
+		},
+		{
+			name:  "throughput",
+			about: "no limit, zero-latency simulator, 8 workers, 20000 items",
+			spec:  spec{items: 20000, rate: 1e6, burst: 100000, concurrency: 8},
+			figures: func(r result) []figure {
+				return []figure{
+					{name: "items per second end to end", value: float64(r.done) / r.elapsed.Seconds(), unit: "items/s", target: ">= 2000", check: atLeast(2000)},
+					{name: "elapsed", value: r.elapsed.Seconds(), unit: "s"},
+					{name: "limiter round trips per call", value: ratio(r.lim.RoundTrips, r.sim.Calls), unit: ""},
+					{name: "CPU per item: this process", value: float64(r.goCPU.Microseconds()) / float64(max(r.done, 1)), unit: "µs"},
+					{name: "CPU per item: server backends", value: float64(r.pgCPU.Microseconds()) / float64(max(r.done, 1)), unit: "µs"},
+					{name: "items terminal", value: float64(r.done), unit: "items", target: "20000", check: atLeast(20000)},
+				}
+			},
+		},
+		{
+			name:  "nightly",
+			about: "18000 items, simulator and limiter at 500/s (burst 50)",
+			spec:  spec{items: 18000, simLimit: "500", simBurst: 50, rate: 500, burst: 50, concurrency: 16},
+			figures: func(r result) []figure {
+				return []figure{
+					{name: "elapsed", value: r.elapsed.Seconds(), unit: "s", target: "<= 37.08 (36 s +3%)", check: atMost(36 * 1.03)},
+					{name: "provider calls per item", value: float64(r.sim.Calls) / float64(r.spec.items), unit: "calls"},
+					{name: "429s", value: float64(r.sim.Throttled), unit: "calls"},
+					{name: "items terminal", value: float64(r.done), unit: "items", target: "18000", check: atLeast(18000)},
+				}
+			},
+		},
+	}
+}
+
+func ratio(a, b int64) float64 {
+	if b == 0 {
+		return 0
+	}
+	return float64(a) / float64(b)
+}
+
+// window sums the series over seconds [from, to).
+func window(series []providersim.Second, from, to int) (calls, throttled, accepted int64) {
+	for _, s := range series {
+		if s.Second >= int64(from) && s.Second < int64(to) {
+			calls += s.Calls
+			throttled += s.Throttled
+			accepted += s.Calls - s.Throttled
+		}
+	}
+	return calls, throttled, accepted
+}
+
+// recovery returns how many seconds after second `at` the accepted calls
+// first averaged within 10% of limit over three whole seconds (the window
+// starting then), with 429s at most 10% of the limit; span (the step's
+// length) when they never did.
+func recovery(series []providersim.Second, at int, limit float64, span int) float64 {
+	for s := at; s+3 <= at+span; s++ {
+		calls, throttled, accepted := window(series, s, s+3)
+		_ = calls
+		avg := float64(accepted) / 3
+		if math.Abs(avg-limit) <= 0.1*limit && float64(throttled)/3 <= 0.1*limit {
+			return float64(s - at)
+		}
+	}
+	return float64(span)
+}
