@@ -116,9 +116,10 @@ type RunStatus struct {
 	ProviderCalls   int64       `json:"provider_calls"`
 	Throttles       int64       `json:"throttles"`
 	Queue           QueueStatus `json:"queue"`
-	// ETASeconds is the estimated time to completion at the effective rate,
-	// counting the open items of runs enqueued before this one (consumers
-	// share one limiter) and any running penalty; omitted when complete.
+	// ETASeconds is the estimated time to completion at the effective rate
+	// in whole seconds, rounded up, counting the open items of runs
+	// enqueued before this one (consumers share one limiter) and any
+	// running penalty; omitted when complete.
 	ETASeconds *float64 `json:"eta_seconds,omitempty"`
 	// EstimatedCompletion is Now plus the ETA; omitted when complete.
 	EstimatedCompletion *time.Time `json:"estimated_completion,omitempty"`
@@ -264,7 +265,7 @@ func (st *Status) estimate(now time.Time) {
 		r := &st.Runs[i]
 		ahead += r.Open
 		eta := penalty + time.Duration(float64(ahead)/rate*float64(time.Second))
-		secs := math.Round(eta.Seconds())
+		secs := math.Ceil(eta.Seconds())
 		done := now.Add(time.Duration(secs) * time.Second)
 		r.ETASeconds, r.EstimatedCompletion = &secs, &done
 		if st.Deadline != nil && done.After(*st.Deadline) {
