@@ -10,6 +10,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5/pgxpool"
+
 	"github.com/reconcile/reconcile/internal/pgtest"
 )
 
@@ -110,4 +112,64 @@ func TestParseCatchUpAndDeadline(t *testing.T) {
 	if _, err := parseDeadline("tomorrow", now); err == nil {
 		t.Error("parseDeadline(tomorrow) accepted")
 	}
+}
+
+// TestScheduleCommandCatchesUp starts `reconcile schedule` on the real clock
+// with a daily expression: its start-up catch-up enqueues the dates of the
+// ticks of the last three days from their files, then it runs until stopped.
+func TestScheduleCommandCatchesUp(t *testing.T) {
+	t.Parallel()
+	e, _, _ := testEnv(t)
+	dir := t.TempDir()
+	today := time.Now().UTC()
+	for i := 1; i <= 4; i++ {
+		d := today.AddDate(0, 0, -i).Format(time.DateOnly)
+		body := "transaction_id,account_id,amount_minor,currency,status,occurred_at\n" +
+			"tx-" + d + ",acc,100,EUR,succeeded," + d + "T12:00:00Z\n"
+		if err := os.WriteFile(filepath.Join(dir, "payments-"+d+".csv"), []byte(body), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	done := make(chan error, 1)
+	go func() {
+		done <- cmdSchedule(ctx, e, []string{"--cron", "0 0 * * *", "--tz", "UTC", "--catch-up", "3d",
+			"--source-template", filepath.Join(dir, "payments-{date}.csv"), "--log-level", "error"})
+	}()
+	pool := pgtestPool(t, e)
+	deadline := time.Now().Add(15 * time.Second)
+	for {
+		var n int
+		if err := pool.QueryRow(context.Background(), `SELECT count(*) FROM runs WHERE trigger = 'cron'`).Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+		if n == 3 {
+			break
+		}
+		select {
+		case err := <-done:
+			t.Fatalf("schedule stopped early: %v", err)
+		default:
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%d runs caught up after 15s, want 3", n)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatalf("schedule after cancel: %v", err)
+	}
+}
+
+// pgtestPool opens a pool on e's database, closed when t ends.
+func pgtestPool(t *testing.T, e *env) *pgxpool.Pool {
+	t.Helper()
+	pool, err := pgxpool.New(context.Background(), e.getenv("DATABASE_URL"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(pool.Close)
+	return pool
 }
