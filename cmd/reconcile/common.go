@@ -83,7 +83,7 @@ func (e *env) logger() (*slog.Logger, error) {
 	}
 	switch format {
 	case "text":
-		return slog.New(tint.NewHandler(e.stderr, &tint.Options{Level: level, TimeFormat: time.TimeOnly,
+		return slog.New(tint.NewTextHandler(e.stderr, &tint.Options{Level: level, TimeFormat: time.TimeOnly,
 			NoColor: !isTerminal(e.stderr)})), nil
 	case "json":
 		return slog.New(slog.NewJSONHandler(e.stderr, &slog.HandlerOptions{Level: level})), nil
