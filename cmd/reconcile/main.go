@@ -44,9 +44,13 @@ type command struct {
 
 func commands() []command {
 	return []command{
+		{"demo", "the whole job end to end on a throwaway database, in under a minute", cmdDemo},
 		{"migrate", "apply the database schema (idempotent)", cmdMigrate},
 		{"enqueue", "turn a day's payments into a run and queue messages", cmdEnqueue},
 		{"consume", "call the provider for queued items and record the outcomes", cmdConsume},
+		{"schedule", "enqueue a date at each cron tick (long-running; catches up missed dates)", cmdSchedule},
+		{"status", "progress, rates and ETA of each run", cmdStatus},
+		{"report", "discrepancies, missing ids and dead letters of a date", cmdReport},
 		{"stats", "queue statistics", cmdStats},
 		{"dlq", "list or redrive dead-lettered messages", cmdDLQ},
 		{"limit", "show or set the shared provider rate limit", cmdLimit},
