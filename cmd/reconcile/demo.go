@@ -50,6 +50,10 @@ var demoOutcomes = []string{providersim.OutcomeMatched, providersim.OutcomeMisma
 // changes the real provider's setting.
 const demoLimiter = "demo"
 
+// demoBurst is the burst of the provider's limit and of the demo's limiter.
+// A small burst makes a lower limit bite at once.
+const demoBurst = 20
+
 // demoDay is the generated day: the payments to enqueue as CSV and the
 // provider's records of them.
 type demoDay struct {
@@ -85,13 +89,15 @@ func generateDemoDay(date payments.Date, n int, seed uint64) (demoDay, error) {
 	return day, nil
 }
 
-// demoSchedule is the provider's limit during the demo: 400/s, then 150/s,
-// then 300/s, with the changes placed so each phase covers a share of the
-// items (40% at 400/s, 20% at 150/s, the rest at 300/s).
+// demoSchedule is the provider's limit during the demo: 300/s, then 100/s,
+// then 250/s. The changes are placed by item count (the first 40% of the
+// items at 300/s, the next 15% at 100/s), so the slow phase happens at any
+// --items; on a 2-core machine the consumer itself does about 200/s, so the
+// middle phase is the one the adaptive limiter has to find.
 func demoSchedule(items int) providersim.Schedule {
-	t1 := max(time.Second, time.Duration(float64(items)*0.4/400*float64(time.Second))).Round(100 * time.Millisecond)
-	t2 := t1 + max(time.Second, time.Duration(float64(items)*0.2/150*float64(time.Second))).Round(100*time.Millisecond)
-	return providersim.Schedule{{At: 0, Rate: 400}, {At: t1, Rate: 150}, {At: t2, Rate: 300}}
+	t1 := max(time.Second, time.Duration(float64(items)*0.40/300*float64(time.Second))).Round(100 * time.Millisecond)
+	t2 := t1 + max(time.Second, time.Duration(float64(items)*0.15/100*float64(time.Second))).Round(100*time.Millisecond)
+	return providersim.Schedule{{At: 0, Rate: 300}, {At: t1, Rate: 100}, {At: t2, Rate: 250}}
 }
 
 // demoSim returns the simulator of a demo day.
@@ -115,7 +121,7 @@ func cmdDemo(ctx context.Context, e *env, args []string) error {
 	fs := newFlagSet(e, "demo", "[--items N] [--seed S] [--keep]",
 		`Show the whole system working, end to end, in well under a minute: start a throwaway
 PostgreSQL (or use DATABASE_URL, which must have no open runs), migrate it, start a
-simulated payment provider whose rate limit changes during the run (400/s, 150/s, 300/s),
+simulated payment provider whose rate limit changes during the run (300/s, 100/s, 250/s),
 generate a realistic day of payments (accounts, currencies, mismatches, missing ids,
 transient 503s, a few permanent failures), enqueue it, consume it with the adaptive
 shared limiter, and print the run's report checked against the simulator's ground truth.
@@ -275,7 +281,7 @@ func runDemo(ctx context.Context, e *env, logger *slog.Logger, o demoOptions) (d
 
 	// Consume to completion: the same path as `reconcile consume --until-done`.
 	def := decision.Policy{}.WithDefaults()
-	cf := consumeFlags{untilDone: true, concurrency: o.concurrency, rate: sched[0].Rate, burst: 20,
+	cf := consumeFlags{untilDone: true, concurrency: o.concurrency, rate: sched[0].Rate, burst: demoBurst,
 		maxAttempts: def.MaxAttempts, backoffBase: 50 * time.Millisecond, backoffCap: time.Second, jitter: "full",
 		throttleDeadline: def.ThrottleDeadline, visibility: 30 * time.Second, maxDeliveries: 5, grace: 5 * time.Second,
 		providerURL: simURL, timeout: 5 * time.Second, progress: o.progress, limiterName: demoLimiter}
@@ -290,7 +296,7 @@ func runDemo(ctx context.Context, e *env, logger *slog.Logger, o demoOptions) (d
 		return e.getenv(k)
 	}
 	var consumer *consume.Consumer
-	sim.SetLimit(sched, 0)
+	sim.SetLimit(sched, demoBurst)
 	fmt.Fprintf(w, "consuming with %d workers, the shared limiter starting at %g/s (backoff 50ms..1s)\n", o.concurrency, sched[0].Rate)
 	if err := runConsume(ctx, &ce, pool, logger, cf, func(c *consume.Consumer) { consumer = c }); err != nil {
 		return demoResult{}, err
@@ -404,6 +410,7 @@ func demoReport(ctx context.Context, w io.Writer, pool *pgxpool.Pool, sim *provi
 	}
 	fmt.Fprintf(w, "\nprovider calls: %d, %.3f per item (%s); %d throttled (429); at most %d calls for one item\n",
 		st.Calls, float64(st.Calls)/float64(max(res.items, 1)), strings.Join(parts, ", "), st.Throttled, st.MaxCallsPerKey)
+	fmt.Fprintf(w, "provider calls per second by limit phase: %s\n", describePhases(st.Series))
 	if c != nil {
 		s := c.Snapshot()
 		fmt.Fprintf(w, "consumer: %d calls, %d retries scheduled, %d dead-lettered\n", s.Calls, s.Retried, s.DeadLettered)
@@ -472,6 +479,33 @@ func printQueries(w io.Writer, psql, example string) {
 	fmt.Fprintln(w, "  SELECT transaction_id, account_id, field, expected, provider FROM discrepancies ORDER BY transaction_id LIMIT 10;")
 	fmt.Fprintf(w, "  SELECT seq, at, from_state, to_state, attempt, http_status, reason FROM transaction_history WHERE transaction_id = '%s' ORDER BY seq;\n",
 		strings.ReplaceAll(example, "'", "''"))
+}
+
+// describePhases summarises the simulator's per-second series by the limit
+// in force: how close the consumer kept to each limit.
+func describePhases(series []providersim.Second) string {
+	type phase struct {
+		limit   float64
+		calls   int64
+		seconds int
+	}
+	var phases []phase
+	for _, s := range series {
+		if s.Limit == 0 {
+			continue // before the demo's limit was set
+		}
+		if len(phases) == 0 || phases[len(phases)-1].limit != s.Limit {
+			phases = append(phases, phase{limit: s.Limit})
+		}
+		p := &phases[len(phases)-1]
+		p.calls += s.Calls
+		p.seconds++
+	}
+	parts := make([]string, len(phases))
+	for i, p := range phases {
+		parts[i] = fmt.Sprintf("%.0f/s while the limit was %g/s (%ds)", float64(p.calls)/float64(p.seconds), p.limit, p.seconds)
+	}
+	return strings.Join(parts, ", ")
 }
 
 func describeSchedule(s providersim.Schedule) string {

@@ -147,4 +147,3 @@ func TestDemoRefusesADatabaseWithOpenRuns(t *testing.T) {
 		t.Errorf("exit code = %d, want 2", exitCode(err, &bytes.Buffer{}))
 	}
 }
-
