@@ -575,7 +575,7 @@ func keepCluster(ctx context.Context, c *pgserver.Cluster) error {
 		return err
 	}
 	opts := fmt.Sprintf("-k %s -c listen_addresses= -c unix_socket_permissions=0777 -c fsync=off -c synchronous_commit=off -c full_page_writes=off -c max_connections=200", dir)
-	cmd := exec.CommandContext(ctx, filepath.Join(bin, "pg_ctl"), "-D", data, "-l", filepath.Join(dir, "postgres.log"), "-o", opts, "-w", "start")
+	cmd := exec.CommandContext(ctx, filepath.Join(bin, "pg_ctl"), "-D", data, "-l", filepath.Join(data, "server.log"), "-o", opts, "-w", "start")
 	cmd.Env = append(os.Environ(), "LC_ALL=C")
 	if os.Geteuid() == 0 {
 		u, err := user.Lookup("postgres")

@@ -4,11 +4,15 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"os"
+	"os/exec"
 	"regexp"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/jackc/pgx/v5"
 
 	"github.com/reconcile/reconcile/internal/payments"
 	"github.com/reconcile/reconcile/internal/pgtest"
@@ -114,14 +118,48 @@ func TestDemoCountsEqualTheGroundTruth(t *testing.T) {
 	}
 }
 
-func TestDemoFinishesOnAThrowawayDatabase(t *testing.T) {
+func TestDemoFinishesOnAThrowawayDatabaseAndKeepsIt(t *testing.T) {
 	t.Parallel()
-	out, stderr, err := runDemoCommand(t, func(string) string { return "" }, "--items", "300", "--date", "2026-10-24")
+	out, stderr, err := runDemoCommand(t, func(string) string { return "" }, "--items", "300", "--date", "2026-10-24", "--keep")
+	m := regexp.MustCompile(`psql -h (\S+) -U postgres reconcile`).FindStringSubmatch(out)
+	if m != nil {
+		dir := m[1]
+		t.Cleanup(func() {
+			if out, err := exec.Command("sh", "-c", stopCommand(dir)).CombinedOutput(); err != nil {
+				t.Errorf("stop kept server: %v: %s", err, out)
+			}
+			if err := os.RemoveAll(dir); err != nil {
+				t.Error(err)
+			}
+		})
+	}
 	if err != nil {
 		t.Fatalf("demo: %v\nstdout:\n%s\nstderr:\n%s", err, out, stderr)
 	}
 	if !strings.Contains(out, "all 300 outcomes match the ground truth") {
 		t.Errorf("demo report:\n%s", out)
+	}
+	if m == nil {
+		t.Fatalf("no psql instructions:\n%s", out)
+	}
+	// The demo process's work is over; the kept server still answers, and
+	// the printed queries run.
+	conn, err := pgx.Connect(t.Context(), "host="+m[1]+" user=postgres dbname=reconcile sslmode=disable")
+	if err != nil {
+		t.Fatalf("connect to the kept server: %v", err)
+	}
+	defer conn.Close(context.WithoutCancel(t.Context()))
+	var items, matched int
+	if err := conn.QueryRow(t.Context(), `SELECT item_count, matched FROM run_summary`).Scan(&items, &matched); err != nil {
+		t.Fatal(err)
+	}
+	if items != 300 || matched == 0 {
+		t.Errorf("run_summary: %d items, %d matched", items, matched)
+	}
+	for _, q := range regexp.MustCompile(`(?m)^  (SELECT .*;)$`).FindAllStringSubmatch(out, -1) {
+		if _, err := conn.Exec(t.Context(), q[1]); err != nil {
+			t.Errorf("printed query %s: %v", q[1], err)
+		}
 	}
 }
 
