@@ -11,14 +11,10 @@ import (
 	"log/slog"
 	"net"
 	"os"
-	"os/exec"
-	"os/user"
 	"path/filepath"
 	"slices"
-	"strconv"
 	"strings"
 	"sync"
-	"syscall"
 	"text/tabwriter"
 	"time"
 
@@ -182,7 +178,7 @@ func runDemo(ctx context.Context, e *env, logger *slog.Logger, o demoOptions) (d
 	kept := false
 	if url == "" {
 		var err error
-		cluster, err = pgserver.Start(ctx, pgserver.Config{Logger: logger})
+		cluster, err = pgserver.Start(ctx, pgserver.Config{Logger: logger, Detachable: o.keep})
 		if err != nil {
 			return demoResult{}, fmt.Errorf("demo: start throwaway postgres: %w", err)
 		}
@@ -320,9 +316,6 @@ func runDemo(ctx context.Context, e *env, logger *slog.Logger, o demoOptions) (d
 		if cluster == nil {
 			printQueries(w, `psql "$DATABASE_URL"`, example)
 			return res, nil
-		}
-		if err := keepCluster(ctx, cluster); err != nil {
-			return res, fmt.Errorf("demo: keep the database running: %w", err)
 		}
 		kept = true
 		dir := cluster.Detach()
@@ -538,61 +531,6 @@ func randomToken() string {
 	return "demo_" + hex.EncodeToString(b)
 }
 
-// keepCluster makes the throwaway server outlive this process. The server
-// was started to die with its parent (so a killed demo leaves nothing
-// behind); to keep it, it is stopped and started again with pg_ctl, which
-// detaches it into its own session.
-func keepCluster(ctx context.Context, c *pgserver.Cluster) error {
-	dir := c.SocketDir()
-	data := filepath.Join(dir, "data")
-	pidFile := filepath.Join(data, "postmaster.pid")
-	b, err := os.ReadFile(pidFile)
-	if err != nil {
-		return fmt.Errorf("read server pid: %w", err)
-	}
-	first, _, _ := strings.Cut(string(b), "\n")
-	pid, err := strconv.Atoi(strings.TrimSpace(first))
-	if err != nil {
-		return fmt.Errorf("read server pid from %s: %w", pidFile, err)
-	}
-	if err := syscall.Kill(pid, syscall.SIGINT); err != nil {
-		return fmt.Errorf("stop server %d: %w", pid, err)
-	}
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		if _, err := os.Stat(pidFile); errors.Is(err, os.ErrNotExist) {
-			break
-		}
-		if time.Now().After(deadline) {
-			return fmt.Errorf("server %d did not stop within 30s", pid)
-		}
-		if err := sleepCtx(ctx, 50*time.Millisecond); err != nil {
-			return err
-		}
-	}
-	bin, err := pgserver.FindBinaries()
-	if err != nil {
-		return err
-	}
-	opts := fmt.Sprintf("-k %s -c listen_addresses= -c unix_socket_permissions=0777 -c fsync=off -c synchronous_commit=off -c full_page_writes=off -c max_connections=200", dir)
-	cmd := exec.CommandContext(ctx, filepath.Join(bin, "pg_ctl"), "-D", data, "-l", filepath.Join(data, "server.log"), "-o", opts, "-w", "start")
-	cmd.Env = append(os.Environ(), "LC_ALL=C")
-	if os.Geteuid() == 0 {
-		u, err := user.Lookup("postgres")
-		if err != nil {
-			return fmt.Errorf("look up user postgres: %w", err)
-		}
-		uid, _ := strconv.Atoi(u.Uid)
-		gid, _ := strconv.Atoi(u.Gid)
-		cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: uint32(uid), Gid: uint32(gid)}}
-		cmd.Dir = dir
-	}
-	if out, err := cmd.CombinedOutput(); err != nil {
-		return fmt.Errorf("pg_ctl start: %w: %s", err, strings.TrimSpace(string(out)))
-	}
-	return nil
-}
-
 // stopCommand is the shell command that stops a kept demo server.
 func stopCommand(dir string) string {
 	bin, err := pgserver.FindBinaries()
@@ -606,13 +544,3 @@ func stopCommand(dir string) string {
 	return c
 }
 
-func sleepCtx(ctx context.Context, d time.Duration) error {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return ctx.Err()
-	case <-t.C:
-		return nil
-	}
-}

@@ -38,6 +38,11 @@ type Config struct {
 	MaxConnections int
 	// Logger receives start and stop messages. Defaults to discarding them.
 	Logger *slog.Logger
+	// Detachable lets the server outlive this process, for Detach: it runs
+	// in a session of its own and is not stopped when this process dies.
+	// Defaults to false: the server stops with its parent, even on SIGKILL,
+	// so a killed test or demo leaves nothing behind.
+	Detachable bool
 }
 
 // Cluster is a running throwaway PostgreSQL server. Its methods are safe for
@@ -153,7 +158,11 @@ func Start(ctx context.Context, cfg Config) (*Cluster, error) {
 	c.cmd.Stdout, c.cmd.Stderr = logf, logf
 	c.cmd.Env = append(os.Environ(), "LC_ALL=C")
 	setOwner(c.cmd, owner)
-	dieWithParent(c.cmd)
+	if cfg.Detachable {
+		ownSession(c.cmd)
+	} else {
+		dieWithParent(c.cmd)
+	}
 	if err := c.cmd.Start(); err != nil {
 		return nil, fmt.Errorf("start postgres: %w", err)
 	}
@@ -218,8 +227,10 @@ func (c *Cluster) Stop() error {
 	return nil
 }
 
-// Detach returns without stopping the server, leaving it running for the
-// user (`reconcile demo --keep`). The caller owns its directory from then on.
+// Detach leaves the server running for the user (`reconcile demo --keep`)
+// and returns its directory, which holds the socket and data/; stop it with
+// `pg_ctl -D DIR/data stop`. It needs Config.Detachable; without it the
+// server still stops when this process exits.
 func (c *Cluster) Detach() string { return c.dir }
 
 type ids struct{ uid, gid int }

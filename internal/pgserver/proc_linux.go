@@ -26,3 +26,12 @@ func dieWithParent(cmd *exec.Cmd) {
 	}
 	cmd.SysProcAttr.Pdeathsig = syscall.SIGQUIT
 }
+
+// ownSession starts the server in a session of its own, so the terminal's
+// SIGINT does not reach it and it survives this process.
+func ownSession(cmd *exec.Cmd) {
+	if cmd.SysProcAttr == nil {
+		cmd.SysProcAttr = &syscall.SysProcAttr{}
+	}
+	cmd.SysProcAttr.Setsid = true
+}
