@@ -543,4 +543,3 @@ func stopCommand(dir string) string {
 	}
 	return c
 }
-
