@@ -5,7 +5,9 @@ import (
 	"context"
 	"errors"
 	"io"
+	"net/http"
 	"net/http/httptest"
+	"strconv"
 	"sync"
 	"testing"
 	"time"
@@ -36,6 +38,7 @@ type testBundle struct {
 	pool  *pgxpool.Pool
 	queue *queue.Queue
 	sim   *providersim.Server
+	calls *callRecorder
 	url   string
 	run   enqueue.Result
 	ids   []string
@@ -89,7 +92,8 @@ func setup(t *testing.T, o options) *testBundle {
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv := httptest.NewServer(sim)
+	rec := &callRecorder{next: sim}
+	srv := httptest.NewServer(rec)
 	t.Cleanup(srv.Close)
 
 	q := queue.New(pool, queue.Config{Visibility: o.visibility, MaxDeliveries: o.deliveries})
@@ -102,7 +106,40 @@ func setup(t *testing.T, o options) *testBundle {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return &testBundle{pool: pool, queue: q, sim: sim, url: srv.URL, run: run, ids: ids}
+	return &testBundle{pool: pool, queue: q, sim: sim, calls: rec, url: srv.URL, run: run, ids: ids}
+}
+
+// callRecorder notes when each provider call arrived and how it was
+// answered, in front of the simulator.
+type callRecorder struct {
+	next  http.Handler
+	mu    sync.Mutex
+	calls []call
+}
+
+type call struct {
+	at         time.Time
+	status     int
+	retryAfter string
+}
+
+func (r *callRecorder) ServeHTTP(w http.ResponseWriter, req *http.Request) {
+	at := time.Now()
+	sw := &statusWriter{ResponseWriter: w}
+	r.next.ServeHTTP(sw, req)
+	r.mu.Lock()
+	r.calls = append(r.calls, call{at: at, status: sw.status, retryAfter: w.Header().Get("Retry-After")})
+	r.mu.Unlock()
+}
+
+type statusWriter struct {
+	http.ResponseWriter
+	status int
+}
+
+func (w *statusWriter) WriteHeader(code int) {
+	w.status = code
+	w.ResponseWriter.WriteHeader(code)
 }
 
 // consumer builds a consumer against the bundle's simulator.
@@ -371,4 +408,50 @@ func TestConsumeRecordsEachResultAlone(t *testing.T) {
 		t.Fatal(err)
 	}
 	b.checkInvariants(t)
+}
+
+// TestRetryAfterStopsEveryWorker runs eight workers with a ceiling far above
+// the simulator's limit: after each 429, no worker may call the provider
+// until its Retry-After has passed (but for calls already on their way).
+func TestRetryAfterStopsEveryWorker(t *testing.T) {
+	t.Parallel()
+	b := setup(t, options{items: 40, limit: "4", burst: 2})
+	c, _ := b.consumer(t, "", 100, 10, consume.Config{Concurrency: 8})
+	if err := runWithin(t, c, 2*time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	b.checkInvariants(t)
+
+	// A call that left before the 429 reached the consumer may arrive just
+	// after it; this much slack covers it.
+	const inFlight = 250 * time.Millisecond
+	b.calls.mu.Lock()
+	defer b.calls.mu.Unlock()
+	throttles, violations := 0, 0
+	for _, th := range b.calls.calls {
+		if th.status != http.StatusTooManyRequests {
+			continue
+		}
+		throttles++
+		secs, err := strconv.Atoi(th.retryAfter)
+		if err != nil {
+			t.Fatalf("429 with Retry-After %q", th.retryAfter)
+		}
+		until := th.at.Add(time.Duration(secs) * time.Second)
+		for _, later := range b.calls.calls {
+			if later.at.After(th.at.Add(inFlight)) && later.at.Before(until) {
+				violations++
+				if violations <= 3 {
+					t.Errorf("call at +%s inside the Retry-After window of a 429 at %s (Retry-After %ds)",
+						later.at.Sub(th.at), th.at.Format(time.StampMilli), secs)
+				}
+			}
+		}
+	}
+	if throttles == 0 {
+		t.Fatal("the simulator never throttled: the test proves nothing")
+	}
+	if violations > 0 {
+		t.Errorf("%d calls inside a Retry-After window (after %d throttles)", violations, throttles)
+	}
 }
