@@ -45,6 +45,15 @@ type Config struct {
 	// processes' penalties. Busy limiters read the row on every lease.
 	// Defaults to 250ms.
 	PollInterval time.Duration
+	// Recovery shapes the climb after a throttle. The effective rate this
+	// process leases at is capped by a curve through the rate W at which
+	// the throttle came: it rises from Decrease×W steeply at first and
+	// flattens as it nears W at Recovery, then rises again ever faster
+	// past W. A steady limit is thus probed (one 429, one Retry-After
+	// pause) about every 1.5×Recovery instead of every few seconds, and a
+	// raised limit is found within about 2×Recovery. Negative turns the
+	// curve off: plain additive increase. Defaults to 8s.
+	Recovery time.Duration
 	// MaxHintPenalty caps the pause taken when response headers say the
 	// quota is exhausted until a reset time. Defaults to 5m.
 	MaxHintPenalty time.Duration
@@ -67,6 +76,7 @@ func (c Config) withDefaults() Config {
 	c.LeaseWindow = cmp.Or(c.LeaseWindow, 100*time.Millisecond)
 	c.PollInterval = cmp.Or(c.PollInterval, 250*time.Millisecond)
 	c.MaxHintPenalty = cmp.Or(c.MaxHintPenalty, 5*time.Minute)
+	c.Recovery = cmp.Or(c.Recovery, 8*time.Second)
 	return c
 }
 
@@ -137,7 +147,11 @@ type Shared struct {
 	success  bool          // a success since the last lease
 	hintRate float64       // lowest rate implied by headers since the last lease; 0 none
 	hintStop time.Time     // quota exhausted until this, not yet written to the row
-	snap     Snapshot
+	// The latest throttle seen here and the effective rate then: the
+	// recovery curve's origin.
+	throttleAt   time.Time
+	throttleRate float64
+	snap         Snapshot
 	// Demand: grants in the current and the previous LeaseWindow, so a
 	// lease covers what callers took lately, not only who waits now.
 	demandStart time.Time
@@ -285,6 +299,10 @@ func (l *Shared) fetch(ctx context.Context, now time.Time) error {
 	success, hintRate, hintStop := l.success, l.hintRate, l.hintStop
 	l.success, l.hintRate, l.hintStop = false, 0, time.Time{}
 	floor := l.floor()
+	capRate := hintRate
+	if r := l.recoveryCap(now); r > 0 && (capRate == 0 || r < capRate) {
+		capRate = r
+	}
 	l.mu.Unlock()
 
 	var err error
@@ -293,7 +311,7 @@ func (l *Shared) fetch(ctx context.Context, now time.Time) error {
 	}
 	var res leaseResult
 	if err == nil {
-		res, err = l.lease(ctx, now, want, success, hintRate, floor)
+		res, err = l.lease(ctx, now, want, success, capRate, floor)
 	}
 
 	l.mu.Lock()
@@ -327,6 +345,31 @@ func (l *Shared) fetch(ctx context.Context, now time.Time) error {
 		l.slots = append(l.slots, res.t0.Add(durationOf((float64(i)-res.avail)/res.row.EffectiveRate)))
 	}
 	return nil
+}
+
+// recoveryCap returns the recovery curve's cap on the effective rate at
+// now, or 0 for none (no throttle seen, the curve is off, or it has risen
+// past the configured rate). Called with l.mu held.
+//
+// With W the rate at the throttle, b = Decrease, K = Recovery and x the
+// time since the throttle, the cap is W×(1 − (1−b)(1 − x/K)³) up to K and
+// W×(1 + 2((x−K)/K)³) after: the shape of TCP CUBIC's window.
+func (l *Shared) recoveryCap(now time.Time) float64 {
+	if l.cfg.Recovery < 0 || l.throttleAt.IsZero() || l.throttleRate <= 0 {
+		return 0
+	}
+	x := now.Sub(l.throttleAt).Seconds() / l.cfg.Recovery.Seconds()
+	var r float64
+	if x < 1 {
+		r = l.throttleRate * (1 - (1-l.cfg.Decrease)*math.Pow(1-max(x, 0), 3))
+	} else {
+		r = l.throttleRate * (1 + 2*math.Pow(x-1, 3))
+	}
+	if r >= l.snap.Rate {
+		l.throttleAt = time.Time{}
+		return 0
+	}
+	return r
 }
 
 // noteGrant counts a grant at now for the demand estimate. Called with l.mu
@@ -563,6 +606,10 @@ func (l *Shared) Throttled(ctx context.Context, retryAfter time.Duration) error 
 		l.penalty = until
 	}
 	l.slots = nil
+	// The 429s of calls already in flight belong to the same throttle.
+	if l.throttleAt.IsZero() || now.Sub(l.throttleAt) >= max(retryAfter, minHold) {
+		l.throttleAt, l.throttleRate = now, l.snap.EffectiveRate
+	}
 	l.mu.Unlock()
 	if err := l.penalise(ctx, now, until, l.cfg.Decrease); err != nil {
 		return fmt.Errorf("record throttle on limiter %s: %w", l.cfg.Name, err)

@@ -3,6 +3,7 @@ package limiter
 import (
 	"context"
 	"errors"
+	"math"
 	"sync"
 	"testing"
 	"time"
@@ -195,7 +196,8 @@ func TestSharedAIMD(t *testing.T) {
 		t.Fatal(err)
 	}
 	clock := &fakeClock{now: t0}
-	l := openShared(t, p1, Config{Now: clock.Now})
+	// Plain AIMD: the recovery curve is tested on its own.
+	l := openShared(t, p1, Config{Now: clock.Now, Recovery: -1})
 	other := openShared(t, p2, Config{Now: clock.Now})
 	rate := func() float64 { return l.Snapshot().EffectiveRate }
 
@@ -321,5 +323,42 @@ func TestLoadState(t *testing.T) {
 	s, err = LoadState(ctx, pool, "other")
 	if err != nil || !s.Stored || s.EffectiveRate != DefaultRate/2 || s.Throttles != 1 || s.PenaltyUntil.IsZero() {
 		t.Fatalf("LoadState after a throttle = %+v, %v", s, err)
+	}
+}
+
+// TestSharedRecoveryCurve checks that after a throttle at rate W the
+// effective rate climbs no faster than the recovery curve: steeply first,
+// flat near W at Recovery, and unbounded again once the curve passes the
+// configured rate.
+func TestSharedRecoveryCurve(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	pool, _ := twoPools(t)
+	if err := SaveSettings(ctx, pool, DefaultName, Settings{Rate: 200, Burst: 200}); err != nil {
+		t.Fatal(err)
+	}
+	clock := &fakeClock{now: t0}
+	// An additive increase of the whole ceiling per second: only the curve
+	// holds the rate back.
+	l := openShared(t, pool, Config{Now: clock.Now, Increase: 1, Recovery: 8 * time.Second})
+	if err := l.Throttled(ctx, 0); err != nil {
+		t.Fatal(err)
+	}
+	// W = 200, Decrease 0.5, K = 8s: cap(x) = 200(1 - 0.5(1 - x/8)^3).
+	curve := func(x float64) float64 { return 200 * (1 - 0.5*math.Pow(1-x/8, 3)) }
+	want := map[int]float64{1: 100 /* still held: no increase yet */, 2: curve(2), 4: curve(4), 6: curve(6), 8: 200}
+	for x := 1; x <= 8; x++ {
+		clock.Advance(time.Second)
+		l.Succeeded()
+		if err := l.Wait(ctx); err != nil {
+			t.Fatal(err)
+		}
+		r := l.Snapshot().EffectiveRate
+		if w, ok := want[x]; ok && math.Abs(r-w) > 1e-6 {
+			t.Fatalf("%d s after the throttle: rate %v, want %v", x, r, w)
+		}
+		if r > curve(float64(x))+1e-6 && x < 8 {
+			t.Fatalf("%d s after the throttle: rate %v above the curve %v", x, r, curve(float64(x)))
+		}
 	}
 }
