@@ -229,7 +229,7 @@ func execute(ctx context.Context, srv *server, sp spec, o options) (result, erro
 	if err := limiter.SaveSettings(ctx, pool, limiter.DefaultName, limiter.Settings{Rate: sp.rate, Burst: sp.burst}); err != nil {
 		return result{}, err
 	}
-	lim, err := limiter.Open(ctx, pool, limiter.Config{})
+	lim, err := limiter.Open(ctx, pool, limiter.Config{Decrease: o.decrease, Increase: o.increase, Recovery: o.recovery})
 	if err != nil {
 		return result{}, err
 	}
@@ -260,9 +260,9 @@ func execute(ctx context.Context, srv *server, sp spec, o options) (result, erro
 	runCtx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	if sp.duration > 0 {
-		var stop func()
-		runCtx, stop = context.WithTimeout(ctx, sp.duration)
-		defer stop()
+		// Cancel rather than time out: Run treats cancellation as a stop.
+		t := time.AfterFunc(sp.duration, cancel)
+		defer t.Stop()
 	}
 	var waits *waitSampler
 	if o.waits {

@@ -27,6 +27,7 @@ import (
 	"slices"
 	"strings"
 	"syscall"
+	"time"
 )
 
 type options struct {
@@ -38,6 +39,10 @@ type options struct {
 	cpuProfile  string
 	verbose     bool
 	waits       bool
+	decrease    float64
+	increase    float64
+	recovery    time.Duration
+	replot      string
 }
 
 func main() {
@@ -49,6 +54,10 @@ func main() {
 	flag.IntVar(&o.items, "items", 0, "items of the generated day (0: the scenario's own)")
 	flag.StringVar(&o.cpuProfile, "cpuprofile", "", "write a CPU profile of the runs to this file")
 	flag.BoolVar(&o.verbose, "v", false, "log the consumer's warnings to stderr")
+	flag.Float64Var(&o.decrease, "decrease", 0, "limiter Decrease (0: its default)")
+	flag.Float64Var(&o.increase, "increase", 0, "limiter Increase (0: its default)")
+	flag.DurationVar(&o.recovery, "recovery", 0, "limiter Recovery (0: its default, negative: off)")
+	flag.StringVar(&o.replot, "replot", "", "only redraw the PNG beside this changing-limit CSV, then exit")
 	flag.BoolVar(&o.waits, "waits", false, "sample pg_stat_activity during each run and print what the backends waited on")
 	flag.Parse()
 
@@ -62,6 +71,13 @@ func main() {
 }
 
 func run(ctx context.Context, o options) error {
+	if o.replot != "" {
+		series, err := readSeriesCSV(o.replot)
+		if err != nil {
+			return err
+		}
+		return plotSeries(strings.TrimSuffix(o.replot, ".csv")+".png", series, changingTitle)
+	}
 	var selected []scenario
 	for _, s := range scenarios() {
 		if o.scenario == "all" || o.scenario == s.name {

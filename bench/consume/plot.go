@@ -2,6 +2,7 @@ package main
 
 import (
 	"encoding/csv"
+	"fmt"
 	"image"
 	"image/color"
 	"image/draw"
@@ -36,6 +37,39 @@ func writeSeriesCSV(path string, series []providersim.Second) error {
 		return err
 	}
 	return f.Close()
+}
+
+// readSeriesCSV reads a file written by writeSeriesCSV.
+func readSeriesCSV(path string) ([]providersim.Second, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	recs, err := csv.NewReader(f).ReadAll()
+	if err != nil {
+		return nil, err
+	}
+	var out []providersim.Second
+	for i, r := range recs {
+		if i == 0 || len(r) < 5 {
+			continue
+		}
+		var s providersim.Second
+		var errs [5]error
+		s.Second, errs[0] = strconv.ParseInt(r[0], 10, 64)
+		s.Calls, errs[1] = strconv.ParseInt(r[1], 10, 64)
+		s.OK, errs[2] = strconv.ParseInt(r[2], 10, 64)
+		s.Throttled, errs[3] = strconv.ParseInt(r[3], 10, 64)
+		s.Limit, errs[4] = strconv.ParseFloat(r[4], 64)
+		for _, err := range errs {
+			if err != nil {
+				return nil, fmt.Errorf("%s line %d: %w", path, i+1, err)
+			}
+		}
+		out = append(out, s)
+	}
+	return out, nil
 }
 
 var (
@@ -105,8 +139,8 @@ func plotSeries(path string, series []providersim.Second, title string) error {
 	polyline(func(s providersim.Second) float64 { return float64(s.Calls) }, colCalls)
 
 	// Legend.
-	lx, ly := w-right-230, top+8
-	draw.Draw(img, image.Rect(lx-8, ly-6, w-right-4, ly+58), image.NewUniform(colBackground), image.Point{}, draw.Src)
+	lx, ly := left+16, top+8
+	draw.Draw(img, image.Rect(lx-8, ly-6, lx+236, ly+58), image.NewUniform(colBackground), image.Point{}, draw.Src)
 	for i, e := range []struct {
 		c    color.Color
 		text string

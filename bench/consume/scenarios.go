@@ -29,6 +29,9 @@ func scenarioNames() []string {
 func atMost(limit float64) func(float64) bool  { return func(v float64) bool { return v <= limit } }
 func atLeast(limit float64) func(float64) bool { return func(v float64) bool { return v >= limit } }
 
+// changingTitle is the title of the changing-limit plot.
+const changingTitle = "changing limit: 20 -> 10 -> 30 calls/s, consumer ceiling 100/s"
+
 // changeEvery is the length of each step of the changing-limit schedule.
 const changeEvery = 40 * time.Second
 
@@ -100,7 +103,7 @@ func scenarios() []scenario {
 					return err
 				}
 				pngPath := filepath.Join(dir, "changing-limit.png")
-				if err := plotSeries(pngPath, r.sim.Series, "changing limit: 20 -> 10 -> 30 calls/s, consumer ceiling 100/s"); err != nil {
+				if err := plotSeries(pngPath, r.sim.Series, changingTitle); err != nil {
 					return err
 				}
 				fmt.Printf("  wrote %s and %s\n", csvPath, pngPath)
