@@ -252,7 +252,7 @@ func execute(ctx context.Context, srv *server, sp spec, o options) (result, erro
 		return result{}, err
 	}
 	c, err := consume.New(pool, q, lim, client, consume.Config{Concurrency: sp.concurrency, Policy: sp.policy,
-		UntilDone: sp.duration == 0, Logger: logger})
+		UntilDone: sp.duration == 0, Logger: logger, RecordBatch: o.recordBatch})
 	if err != nil {
 		return result{}, err
 	}

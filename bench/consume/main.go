@@ -43,6 +43,7 @@ type options struct {
 	increase    float64
 	recovery    time.Duration
 	replot      string
+	recordBatch int
 }
 
 func main() {
@@ -58,6 +59,7 @@ func main() {
 	flag.Float64Var(&o.increase, "increase", 0, "limiter Increase (0: its default)")
 	flag.DurationVar(&o.recovery, "recovery", 0, "limiter Recovery (0: its default, negative: off)")
 	flag.StringVar(&o.replot, "replot", "", "only redraw the PNG beside this changing-limit CSV, then exit")
+	flag.IntVar(&o.recordBatch, "record-batch", 0, "consumer RecordBatch (0: its default; 1: a transaction per result)")
 	flag.BoolVar(&o.waits, "waits", false, "sample pg_stat_activity during each run and print what the backends waited on")
 	flag.Parse()
 
