@@ -69,11 +69,7 @@ func cmdAuditVerify(ctx context.Context, e *env, args []string) error {
 		}
 		f.RunID = &id
 	}
-	logger, err := e.logger()
-	if err != nil {
-		return err
-	}
-	pool, err := e.connect(ctx, logger)
+	_, pool, err := e.open(ctx)
 	if err != nil {
 		return err
 	}
@@ -139,11 +135,7 @@ func cmdAuditGrant(ctx context.Context, e *env, args []string) error {
 		return usageErrorf("audit grant: want exactly one role name, got %d arguments", fs.NArg())
 	}
 	role := fs.Arg(0)
-	logger, err := e.logger()
-	if err != nil {
-		return err
-	}
-	pool, err := e.connect(ctx, logger)
+	_, pool, err := e.open(ctx)
 	if err != nil {
 		return err
 	}

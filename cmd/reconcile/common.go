@@ -97,6 +97,20 @@ func isTerminal(w io.Writer) bool {
 	return ok && isatty.IsTerminal(f.Fd())
 }
 
+// open builds the logger and connects to the configured database: the start
+// of every subcommand that works on the database. The caller closes the pool.
+func (e *env) open(ctx context.Context) (*slog.Logger, *pgxpool.Pool, error) {
+	logger, err := e.logger()
+	if err != nil {
+		return nil, nil, err
+	}
+	pool, err := e.connect(ctx, logger)
+	if err != nil {
+		return nil, nil, err
+	}
+	return logger, pool, nil
+}
+
 // connect opens a pool on the configured database (DATABASE_URL or the PG*
 // variables). The connection string never appears in errors unredacted.
 func (e *env) connect(ctx context.Context, logger *slog.Logger) (*pgxpool.Pool, error) {

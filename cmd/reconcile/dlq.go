@@ -58,11 +58,7 @@ func cmdDLQRedrive(ctx context.Context, e *env, args []string) error {
 		}
 		f.IDs = append(f.IDs, id)
 	}
-	logger, err := e.logger()
-	if err != nil {
-		return err
-	}
-	pool, err := e.connect(ctx, logger)
+	logger, pool, err := e.open(ctx)
 	if err != nil {
 		return err
 	}

@@ -38,11 +38,7 @@ func cmdEnqueue(ctx context.Context, e *env, args []string) error {
 	if err != nil {
 		return err
 	}
-	logger, err := e.logger()
-	if err != nil {
-		return err
-	}
-	pool, err := e.connect(ctx, logger)
+	logger, pool, err := e.open(ctx)
 	if err != nil {
 		return err
 	}

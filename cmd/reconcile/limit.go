@@ -42,11 +42,7 @@ func cmdLimitShow(ctx context.Context, e *env, args []string) error {
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
-	logger, err := e.logger()
-	if err != nil {
-		return err
-	}
-	pool, err := e.connect(ctx, logger)
+	_, pool, err := e.open(ctx)
 	if err != nil {
 		return err
 	}
@@ -118,11 +114,7 @@ func cmdLimitSet(ctx context.Context, e *env, args []string) error {
 	if *name == "" {
 		return usageErrorf("limit set: --name: must not be empty")
 	}
-	logger, err := e.logger()
-	if err != nil {
-		return err
-	}
-	pool, err := e.connect(ctx, logger)
+	_, pool, err := e.open(ctx)
 	if err != nil {
 		return err
 	}

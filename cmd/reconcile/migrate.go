@@ -14,11 +14,7 @@ func cmdMigrate(ctx context.Context, e *env, args []string) error {
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
-	logger, err := e.logger()
-	if err != nil {
-		return err
-	}
-	pool, err := e.connect(ctx, logger)
+	_, pool, err := e.open(ctx)
 	if err != nil {
 		return err
 	}

@@ -39,11 +39,7 @@ func cmdStats(ctx context.Context, e *env, args []string) error {
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
-	logger, err := e.logger()
-	if err != nil {
-		return err
-	}
-	pool, err := e.connect(ctx, logger)
+	logger, pool, err := e.open(ctx)
 	if err != nil {
 		return err
 	}
@@ -98,11 +94,7 @@ func cmdDLQList(ctx context.Context, e *env, args []string) error {
 		}
 		f.RunID = id
 	}
-	logger, err := e.logger()
-	if err != nil {
-		return err
-	}
-	pool, err := e.connect(ctx, logger)
+	logger, pool, err := e.open(ctx)
 	if err != nil {
 		return err
 	}

@@ -40,11 +40,7 @@ func cmdReport(ctx context.Context, e *env, args []string) error {
 	if *format != "table" && *format != "csv" && *format != "json" {
 		return usageErrorf("report: --format %q: want table, csv or json", *format)
 	}
-	logger, err := e.logger()
-	if err != nil {
-		return err
-	}
-	pool, err := e.connect(ctx, logger)
+	_, pool, err := e.open(ctx)
 	if err != nil {
 		return err
 	}

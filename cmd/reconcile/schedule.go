@@ -65,11 +65,7 @@ func cmdSchedule(ctx context.Context, e *env, args []string) error {
 			return usageErrorf("schedule: --until-done makes no sense with a scheduler that runs until stopped")
 		}
 	}
-	logger, err := e.logger()
-	if err != nil {
-		return err
-	}
-	pool, err := e.connect(ctx, logger)
+	logger, pool, err := e.open(ctx)
 	if err != nil {
 		return err
 	}

@@ -42,11 +42,7 @@ func cmdStatus(ctx context.Context, e *env, args []string) error {
 	if *failures < 1 {
 		return usageErrorf("status: --failures %d: want at least 1", *failures)
 	}
-	logger, err := e.logger()
-	if err != nil {
-		return err
-	}
-	pool, err := e.connect(ctx, logger)
+	_, pool, err := e.open(ctx)
 	if err != nil {
 		return err
 	}
