@@ -6,6 +6,7 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"hash/fnv"
 	"io"
@@ -593,4 +594,18 @@ func TestSoak(t *testing.T) {
 		items, enqueued.Round(time.Millisecond), float64(items)/elapsed.Seconds(),
 		first.done, first.at.Round(time.Second), first.rss, last.done, last.at.Round(time.Second), last.rss,
 		first.goroutines, last.goroutines, first.conns, last.conns, self, fig, elapsed.Round(time.Millisecond))
+}
+
+// rss returns a process's resident set size in KiB, from /proc.
+func rss(pid int) (int, error) {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		return 0, err
+	}
+	for line := range strings.SplitSeq(string(b), "\n") {
+		if v, ok := strings.CutPrefix(line, "VmRSS:"); ok {
+			return strconv.Atoi(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(v), "kB")))
+		}
+	}
+	return 0, errors.New("no VmRSS line")
 }

@@ -19,7 +19,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -447,20 +446,6 @@ func (w *world) done(t testing.TB) (bool, string) {
 		return false, err.Error()
 	}
 	return open == 0 && ready == 0, fmt.Sprintf("%d open run(s), %d ready message(s)", open, ready)
-}
-
-// rss returns a process's resident set size in KiB, from /proc.
-func rss(pid int) (int, error) {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
-	if err != nil {
-		return 0, err
-	}
-	for line := range strings.SplitSeq(string(b), "\n") {
-		if v, ok := strings.CutPrefix(line, "VmRSS:"); ok {
-			return strconv.Atoi(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(v), "kB")))
-		}
-	}
-	return 0, errors.New("no VmRSS line")
 }
 
 // consumeArgs are the flags every scenario's consumers share: fast retries

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"slices"
 	"sort"
-	"strings"
 	"testing"
 
 	"github.com/google/uuid"
@@ -412,11 +411,3 @@ func checkQueue(t testing.TB, w *world, run uuid.UUID, items map[string]*itemRow
 
 // truth is the simulator's own answer key.
 func truth(sim *providersim.Server) expectFunc { return sim.Truth }
-
-// shortIDs abbreviates a list for a log line.
-func shortIDs(ids []string) string {
-	if len(ids) > 5 {
-		return strings.Join(ids[:5], ", ") + fmt.Sprintf(" and %d more", len(ids)-5)
-	}
-	return strings.Join(ids, ", ")
-}
