@@ -58,7 +58,7 @@ CREATE TABLE items (
     history_len           integer     NOT NULL DEFAULT 0,
     history_head          bytea,
     PRIMARY KEY (run_id, transaction_id)
-);
+) WITH (fillfactor = 70);
 
 CREATE INDEX items_transaction ON items (transaction_id);
 
