@@ -187,12 +187,21 @@ func TestBadInput(t *testing.T) {
 		for _, out := range []string{dir, filepath.Join(notDir, "day.csv")} {
 			errorLine(t, w.run(t, nil, "sample", "--date", "2026-10-24", "--count", "5", "--out", out), 1, out)
 		}
+		if slices.Contains(names, "report") {
+			// A report needs a run: enqueue one in a database of its own,
+			// so that this one stays empty.
+			rw := newWorld(t, nil)
+			rw.mustRun(t, "enqueue", "--date", dy.date, "--source", dy.path)
+			for _, out := range []string{dir, filepath.Join(notDir, "report.csv")} {
+				errorLine(t, rw.run(t, nil, "report", "--date", dy.date, "--format", "csv", "--out", out), 1, out)
+			}
+		}
 		entries, err := os.ReadDir(dir)
 		if err != nil {
 			t.Fatal(err)
 		}
 		if len(entries) != 1 {
-			t.Errorf("a failed sample left files behind: %v", entries)
+			t.Errorf("a failed command left files behind: %v", entries)
 		}
 	})
 

@@ -124,7 +124,11 @@ type faultProxy struct {
 	injected   map[string]int
 }
 
-var proxyFaults = []string{"reset", "timeout", "slow_body", "malformed_json", "huge_body", "http_500"}
+// proxyFaults are the faults injected on first calls. A reset before any
+// byte of the answer is often retried by Go's HTTP transport itself (a GET
+// on a reused connection), so the consumer sees a call that succeeded; a
+// reset in the middle of the body always reaches it.
+var proxyFaults = []string{"reset", "reset_mid_body", "timeout", "slow_body", "malformed_json", "huge_body", "http_500"}
 
 func (f *faultProxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if !strings.HasPrefix(r.URL.EscapedPath(), lookupPrefix) {
@@ -159,6 +163,17 @@ func (f *faultProxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, `{"error":"internal"}`, http.StatusInternalServerError)
 	case "reset":
 		resetConn(w)
+	case "reset_mid_body":
+		conn, buf, err := w.(http.Hijacker).Hijack()
+		if err != nil {
+			return
+		}
+		_, _ = buf.WriteString("HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: 100\r\n\r\n{\"id\": ")
+		_ = buf.Flush()
+		if tc, ok := conn.(*net.TCPConn); ok {
+			_ = tc.SetLinger(0)
+		}
+		_ = conn.Close()
 	case "timeout":
 		// Answer nothing for twice the client's timeout.
 		select {
