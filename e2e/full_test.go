@@ -99,12 +99,20 @@ func TestDatabaseRestart(t *testing.T) {
 	elapsed := time.Since(start)
 	waitFor(t, 10*time.Second, func() (bool, string) { return w.done(t) })
 	fig := checkInvariants(t, w, dy, truth(prov.sim))
-	warnings := 0
+	// What the consumers said about the outage.
+	warnings := map[string]int{}
 	for _, c := range consumers {
-		warnings += strings.Count(c.stderr.String(), `"level":"WARN"`) + strings.Count(c.stderr.String(), `"level":"ERROR"`)
+		sc := bufio.NewScanner(strings.NewReader(c.stderr.String()))
+		sc.Buffer(nil, 1<<20)
+		for sc.Scan() {
+			var line struct{ Level, Msg string }
+			if json.Unmarshal(sc.Bytes(), &line) == nil && (line.Level == "WARN" || line.Level == "ERROR") {
+				warnings[line.Level+" "+line.Msg]++
+			}
+		}
 	}
 	t.Logf("FIGURES database restart: postgres down %s with %d of %d items done; progress again %s after the restart; "+
-		"the same 2 consumer processes finished (exit 0, %d warnings/errors logged); %s; elapsed %s",
+		"the same 2 consumer processes finished (exit 0; logged %v); %s; elapsed %s",
 		restartedAt.Sub(haltedAt).Round(time.Millisecond), atHalt, fig.Items, resumedAfter.Round(time.Millisecond),
 		warnings, fig, elapsed.Round(time.Millisecond))
 }
