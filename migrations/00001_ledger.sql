@@ -61,6 +61,10 @@ CREATE TABLE items (
 ) WITH (fillfactor = 70);
 
 CREATE INDEX items_transaction ON items (transaction_id);
+-- The account completion counts an account's items when its last one turns
+-- terminal; without this index each count reads the whole run, and a run's
+-- consumers slow down in proportion to its size.
+CREATE INDEX items_account ON items (run_id, account_id);
 
 COMMENT ON TABLE items IS 'One row per payment of a run: the expected record from the source, the current state and the provider''s answer.';
 COMMENT ON COLUMN items.run_id IS 'The run this item belongs to (runs.run_id). Items are written only in the transaction that creates their run and runs are never deleted; there is no foreign key because its per-row check costs a third of a bulk enqueue.';
