@@ -226,8 +226,11 @@ func (e *Enqueuer) create(ctx context.Context, req Request, next bool) (Result, 
 			res.RunID, n, sha); err != nil {
 			return fmt.Errorf("finish run %s: %w", res.ReconciliationID, err)
 		}
+		// Messages are numbered, and so claimed, in transaction id order: the
+		// primary key gives that order without a sort, and it does not
+		// depend on which index the planner picks for a fresh run.
 		pub, err := e.cfg.Queue.PublishQuery(ctx, tx,
-			`SELECT run_id, $2::text, transaction_id, idempotency_key, 0 FROM items WHERE run_id = $1`,
+			`SELECT run_id, $2::text, transaction_id, idempotency_key, 0 FROM items WHERE run_id = $1 ORDER BY transaction_id`,
 			res.RunID, res.ReconciliationID)
 		if err != nil {
 			return fmt.Errorf("publish messages of run %s: %w", res.ReconciliationID, err)
