@@ -53,13 +53,21 @@ func newFlagSet(e *env, name, synopsis, description, example string) *flag.FlagS
 }
 
 // parseFlags parses args, turning parse errors into usage errors and refusing
-// stray positional arguments.
+// stray positional arguments. A bad flag gets one error line (printed by
+// main) with a hint, not the whole usage text; -h prints the usage.
 func parseFlags(fs *flag.FlagSet, args []string) error {
-	if err := fs.Parse(args); err != nil {
+	out, usage := fs.Output(), fs.Usage
+	fs.SetOutput(io.Discard)
+	fs.Usage = func() {}
+	err := fs.Parse(args)
+	fs.SetOutput(out)
+	fs.Usage = usage
+	if err != nil {
 		if errors.Is(err, flag.ErrHelp) {
+			usage()
 			return err
 		}
-		return usageError(fmt.Errorf("%s: %w", fs.Name(), err))
+		return usageError(fmt.Errorf("%s: %w (see reconcile %s --help)", fs.Name(), err, fs.Name()))
 	}
 	if fs.NArg() > 0 {
 		return usageErrorf("%s: unexpected argument %q (flags start with --)", fs.Name(), fs.Arg(0))
