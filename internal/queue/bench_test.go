@@ -2,8 +2,6 @@ package queue
 
 import (
 	"context"
-	"fmt"
-	"os"
 	"sync"
 	"testing"
 
@@ -11,8 +9,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	"github.com/reconcile/reconcile/internal/pgserver"
-	"github.com/reconcile/reconcile/migrations"
+	"github.com/reconcile/reconcile/internal/pgtest"
 )
 
 // BenchmarkQueue measures publish and claim+ack against a PostgreSQL server
@@ -138,58 +135,8 @@ func parallel(b *testing.B, n int, fn func(worker int) error) {
 }
 
 // durablePool returns a pool on a freshly migrated database of a durable
-// server: DATABASE_URL's, or a throwaway cluster with fsync on that is
-// stopped when b ends.
+// server (see pgtest.Durable).
 func durablePool(b *testing.B) *pgxpool.Pool {
 	b.Helper()
-	ctx := context.Background()
-	admin := os.Getenv("DATABASE_URL")
-	connFor := func(string) string { return "" }
-	if admin == "" {
-		c, err := pgserver.Start(ctx, pgserver.Config{Durable: true})
-		if err != nil {
-			b.Fatal(err)
-		}
-		b.Cleanup(func() {
-			if err := c.Stop(); err != nil {
-				b.Error(err)
-			}
-		})
-		admin = c.ConnString("postgres")
-		connFor = c.ConnString
-	}
-	conn, err := pgx.Connect(ctx, admin)
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer conn.Close(ctx)
-	name := "reconcile_bench_" + uuid.NewString()[:8]
-	if _, err := conn.Exec(ctx, "CREATE DATABASE "+name); err != nil {
-		b.Fatal(err)
-	}
-	b.Cleanup(func() {
-		conn, err := pgx.Connect(ctx, admin)
-		if err != nil {
-			b.Error(err)
-			return
-		}
-		defer conn.Close(ctx)
-		if _, err := conn.Exec(ctx, "DROP DATABASE "+name+" WITH (FORCE)"); err != nil {
-			b.Error(err)
-		}
-	})
-	url := connFor(name)
-	if url == "" {
-		cfg := conn.Config()
-		url = fmt.Sprintf("host=%s port=%d user=%s password=%s dbname=%s", cfg.Host, cfg.Port, cfg.User, cfg.Password, name)
-	}
-	if _, err := migrations.Up(ctx, url); err != nil {
-		b.Fatal(err)
-	}
-	pool, err := pgxpool.New(ctx, url)
-	if err != nil {
-		b.Fatal(err)
-	}
-	b.Cleanup(pool.Close)
-	return pool
+	return pgtest.Durable(b, 0)
 }
