@@ -43,13 +43,9 @@ func cmdDLQRedrive(ctx context.Context, e *env, args []string) error {
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
-	var f queue.Filter
-	if *run != "" {
-		id, err := uuid.Parse(*run)
-		if err != nil {
-			return usageErrorf("dlq redrive: --run %q: not a run id (UUID)", *run)
-		}
-		f.RunID = id
+	f, err := runFilter("dlq redrive", *run)
+	if err != nil {
+		return err
 	}
 	for _, s := range ids {
 		id, err := strconv.ParseInt(s, 10, 64)
@@ -75,4 +71,19 @@ func cmdDLQRedrive(ctx context.Context, e *env, args []string) error {
 	}
 	fmt.Fprintf(e.stdout, "redrove %d dead-lettered message(s) back to the queue\n", n)
 	return nil
+}
+
+// runFilter selects the dead letters of the run named by a --run flag, or
+// all of them when it is empty.
+func runFilter(cmd, run string) (queue.Filter, error) {
+	var f queue.Filter
+	if run == "" {
+		return f, nil
+	}
+	id, err := uuid.Parse(run)
+	if err != nil {
+		return f, usageErrorf("%s: --run %q: not a run id (UUID)", cmd, run)
+	}
+	f.RunID = id
+	return f, nil
 }

@@ -86,13 +86,9 @@ func cmdDLQList(ctx context.Context, e *env, args []string) error {
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
-	var f queue.Filter
-	if *run != "" {
-		id, err := uuid.Parse(*run)
-		if err != nil {
-			return usageErrorf("dlq list: --run %q: not a run id (UUID)", *run)
-		}
-		f.RunID = id
+	f, err := runFilter("dlq list", *run)
+	if err != nil {
+		return err
 	}
 	logger, pool, err := e.open(ctx)
 	if err != nil {
