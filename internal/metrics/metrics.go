@@ -29,7 +29,6 @@ package metrics
 import (
 	"cmp"
 	"context"
-	"errors"
 	"fmt"
 	"log/slog"
 	"net"
@@ -43,6 +42,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/reconcile/reconcile/internal/consume"
+	"github.com/reconcile/reconcile/internal/httpserve"
 	"github.com/reconcile/reconcile/internal/limiter"
 	"github.com/reconcile/reconcile/internal/queue"
 )
@@ -296,23 +296,8 @@ func Serve(ctx context.Context, addr string, cfg Config, ready func(net.Addr)) e
 		_, _ = w.Write([]byte("reconcile metrics: /metrics\n"))
 	})
 	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
-	if ready != nil {
-		ready(ln.Addr())
-	}
-	errc := make(chan error, 1)
-	go func() { errc <- srv.Serve(ln) }()
-	select {
-	case err := <-errc:
-		return fmt.Errorf("serve metrics on %s: %w", ln.Addr(), err)
-	case <-ctx.Done():
-	}
-	shutdownCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
-	defer cancel()
-	if err := srv.Shutdown(shutdownCtx); err != nil {
-		_ = srv.Close()
-	}
-	if err := <-errc; err != nil && !errors.Is(err, http.ErrServerClosed) {
-		return fmt.Errorf("serve metrics on %s: %w", ln.Addr(), err)
+	if err := httpserve.Serve(ctx, srv, ln, ready); err != nil {
+		return fmt.Errorf("metrics: %w", err)
 	}
 	return nil
 }

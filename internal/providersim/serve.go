@@ -2,8 +2,8 @@ package providersim
 
 import (
 	"context"
-	"errors"
 	"fmt"
+	"github.com/reconcile/reconcile/internal/httpserve"
 	"net"
 	"net/http"
 	"time"
@@ -24,23 +24,5 @@ func Serve(ctx context.Context, s *Server, addr string, ready func(addr net.Addr
 		IdleTimeout:       2 * time.Minute,
 		BaseContext:       func(net.Listener) context.Context { return context.WithoutCancel(ctx) },
 	}
-	if ready != nil {
-		ready(ln.Addr())
-	}
-	errc := make(chan error, 1)
-	go func() { errc <- srv.Serve(ln) }()
-	select {
-	case err := <-errc:
-		return fmt.Errorf("serve on %s: %w", ln.Addr(), err)
-	case <-ctx.Done():
-	}
-	shutdownCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
-	defer cancel()
-	if err := srv.Shutdown(shutdownCtx); err != nil {
-		_ = srv.Close()
-	}
-	if err := <-errc; err != nil && !errors.Is(err, http.ErrServerClosed) {
-		return fmt.Errorf("serve on %s: %w", ln.Addr(), err)
-	}
-	return nil
+	return httpserve.Serve(ctx, srv, ln, ready)
 }
