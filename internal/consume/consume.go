@@ -23,7 +23,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
@@ -610,59 +609,28 @@ func (c *Consumer) settleBatch(ctx context.Context, batch []result) {
 	}
 }
 
-// lockCounters locks, in one order shared by every consumer, the completion
-// counter rows that the terminal changes of a batch will count down: first
-// the accounts, then the shards, each sorted. ledger.Record takes them item
-// by item, account then shard, and two batches doing that in different
-// orders could deadlock.
-const lockCounters = `
-SELECT 1 FROM account_progress ap
-  JOIN (SELECT DISTINCT i.run_id, i.account_id
-          FROM unnest($1::uuid[], $2::text[]) AS k(run_id, transaction_id)
-          JOIN items i USING (run_id, transaction_id)) k USING (run_id, account_id)
- ORDER BY ap.run_id, ap.account_id
-   FOR UPDATE OF ap`
-
-const lockShards = `
-SELECT 1 FROM run_shards rs
-  JOIN (SELECT DISTINCT i.run_id, i.shard
-          FROM unnest($1::uuid[], $2::text[]) AS k(run_id, transaction_id)
-          JOIN items i USING (run_id, transaction_id)) k USING (run_id, shard)
- ORDER BY rs.run_id, rs.shard
-   FOR UPDATE OF rs`
-
-// recordBatch records a batch sorted by item in tx: the counter locks in
-// their shared order, every item's change, and the acks in one statement.
+// recordBatch records a batch sorted by item in tx: every item's change in
+// one ledger batch, the rare retries and dead letters one by one, and the
+// acks in one statement.
 func (c *Consumer) recordBatch(ctx context.Context, tx pgx.Tx, batch []result) error {
-	var runs []uuid.UUID
-	var ids []string
+	changes := make([]ledger.Change, 0, len(batch))
 	for _, r := range batch {
-		if r.s.to.Terminal() {
-			runs, ids = append(runs, r.j.d.RunID), append(ids, r.j.d.TransactionID)
+		if ch, ok := c.changeOf(r.j, r.s); ok {
+			changes = append(changes, ch)
 		}
 	}
-	if len(runs) > 0 {
-		b := &pgx.Batch{}
-		b.Queue(lockCounters, runs, ids)
-		b.Queue(lockShards, runs, ids)
-		if err := tx.SendBatch(ctx, b).Close(); err != nil {
-			return fmt.Errorf("lock completion counters: %w", err)
-		}
+	if _, err := ledger.RecordBatch(ctx, tx, changes); err != nil {
+		return err
 	}
 	var acks []queue.Delivery
 	for _, r := range batch {
-		if !r.s.retry && !r.s.deadLetter {
-			if !r.s.ackOnly {
-				if err := c.change(ctx, tx, r.j, r.s); err != nil {
-					return err
-				}
+		if r.s.retry || r.s.deadLetter {
+			if err := c.settleMessage(ctx, tx, r.j, r.s); err != nil {
+				return err
 			}
-			acks = append(acks, r.j.d)
 			continue
 		}
-		if err := c.record(ctx, tx, r.j, r.s); err != nil {
-			return err
-		}
+		acks = append(acks, r.j.d)
 	}
 	stale, err := c.queue.AckBatch(ctx, tx, acks)
 	if err != nil {
@@ -709,13 +677,19 @@ func (c *Consumer) settleOne(ctx context.Context, logger *slog.Logger, j job, s 
 	}
 }
 
+// record records s in tx: the item's change, if any, and the message's ack,
+// reschedule or dead letter.
 func (c *Consumer) record(ctx context.Context, tx pgx.Tx, j job, s settlement) error {
-	if s.ackOnly {
-		return c.queue.Ack(ctx, tx, j.d)
+	if ch, ok := c.changeOf(j, s); ok {
+		if _, err := ledger.Record(ctx, tx, ch); err != nil {
+			return err
+		}
 	}
-	if err := c.change(ctx, tx, j, s); err != nil {
-		return err
-	}
+	return c.settleMessage(ctx, tx, j, s)
+}
+
+// settleMessage acks, reschedules or dead-letters j's message in tx.
+func (c *Consumer) settleMessage(ctx context.Context, tx pgx.Tx, j job, s settlement) error {
 	switch {
 	case s.retry:
 		d := j.d
@@ -730,38 +704,35 @@ func (c *Consumer) record(ctx context.Context, tx pgx.Tx, j job, s settlement) e
 	}
 }
 
-// change records the item's state change of s, if any, in tx.
-func (c *Consumer) change(ctx context.Context, tx pgx.Tx, j job, s settlement) error {
-	if s.to != "" {
-		attempt := 0
-		if s.called {
-			attempt = j.d.Attempt + 1
-		}
-		diffs := make([]ledger.Difference, len(s.differences))
-		for i, d := range s.differences {
-			diffs[i] = ledger.Difference{Field: d.Field, Expected: d.Expected, Provider: d.Provider}
-		}
-		var details map[string]any
-		if s.detail != "" {
-			details = map[string]any{"detail": s.detail}
-		}
-		if s.retry {
-			if details == nil {
-				details = map[string]any{}
-			}
-			details["next_attempt_at"] = s.at.Add(s.delay).UTC().Format(time.RFC3339Nano)
-		}
-		_, err := ledger.Record(ctx, tx, ledger.Change{
-			RunID: j.d.RunID, TransactionID: j.d.TransactionID, From: j.item.State, To: s.to,
-			Called: s.called, Throttled: s.throttled, Attempt: attempt, HTTPStatus: s.status,
-			Reason: s.reason, RetryAfter: s.delay, Details: details, Provider: s.provider,
-			Differences: diffs, Actor: c.cfg.Actor, At: s.at,
-		})
-		if err != nil {
-			return err
-		}
+// changeOf returns the item's state change s records, if it records one.
+func (c *Consumer) changeOf(j job, s settlement) (ledger.Change, bool) {
+	if s.ackOnly || s.to == "" {
+		return ledger.Change{}, false
 	}
-	return nil
+	attempt := 0
+	if s.called {
+		attempt = j.d.Attempt + 1
+	}
+	diffs := make([]ledger.Difference, len(s.differences))
+	for i, d := range s.differences {
+		diffs[i] = ledger.Difference{Field: d.Field, Expected: d.Expected, Provider: d.Provider}
+	}
+	var details map[string]any
+	if s.detail != "" {
+		details = map[string]any{"detail": s.detail}
+	}
+	if s.retry {
+		if details == nil {
+			details = map[string]any{}
+		}
+		details["next_attempt_at"] = s.at.Add(s.delay).UTC().Format(time.RFC3339Nano)
+	}
+	return ledger.Change{
+		RunID: j.d.RunID, TransactionID: j.d.TransactionID, From: j.item.State, To: s.to,
+		Called: s.called, Throttled: s.throttled, Attempt: attempt, HTTPStatus: s.status,
+		Reason: s.reason, RetryAfter: s.delay, Details: details, Provider: s.provider,
+		Differences: diffs, Actor: c.cfg.Actor, At: s.at,
+	}, true
 }
 
 func (c *Consumer) count(s settlement) {

@@ -8,10 +8,12 @@
 package ledger
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/google/uuid"
@@ -107,223 +109,459 @@ type Change struct {
 	At time.Time
 }
 
-// Result reports what a change completed.
+// Result reports what a batch of changes completed.
 type Result struct {
-	// AccountCompleted is true when this change ended the account's last
-	// open item in the run and its completion record was written.
-	AccountCompleted bool
-	// RunCompleted is true when this change ended the run's last open item
-	// and the run's completion record was written.
-	RunCompleted bool
+	// AccountsCompleted counts the accounts whose last open item the
+	// changes ended; their completion records were written.
+	AccountsCompleted int
+	// RunsCompleted lists the runs whose last open item the changes ended;
+	// their completion records were written.
+	RunsCompleted []uuid.UUID
 }
 
-// Record applies c inside the caller's transaction: the conditional item
-// update, its transition row, and, for a terminal change, the completion
-// bookkeeping and, when it closes an account or the run, their completion
-// records. It returns ErrConflict, and changes nothing, if the item is not in
-// c.From.
+// Record applies one change inside the caller's transaction; see
+// RecordBatch.
 func Record(ctx context.Context, tx DB, c Change) (Result, error) {
-	if c.From.Terminal() {
-		return Result{}, fmt.Errorf("record %s→%s for %s: a terminal item changes only through Requeue", c.From, c.To, c.TransactionID)
+	return RecordBatch(ctx, tx, []Change{c})
+}
+
+// RecordBatch applies cs inside the caller's transaction in a fixed number
+// of round trips, whatever their count: the conditional item updates, their
+// transition rows and, for terminal changes, the completion counters and the
+// completion records of the accounts and runs they close. It returns
+// ErrConflict if an item is not in its change's From state, or appears
+// twice; the other changes were applied, so the caller must roll back.
+//
+// Concurrent batches lock the counter rows they count down in one shared
+// order (accounts, then shards, each sorted), so they cannot deadlock on
+// them.
+func RecordBatch(ctx context.Context, tx DB, cs []Change) (Result, error) {
+	if len(cs) == 0 {
+		return Result{}, nil
 	}
-	at := nullTime(c.At)
-	var prov Provider
-	if c.Provider != nil {
-		prov = *c.Provider
-	}
-	var diffs []byte
-	if len(c.Differences) > 0 {
-		var err error
-		if diffs, err = json.Marshal(c.Differences); err != nil {
-			return Result{}, fmt.Errorf("encode differences: %w", err)
+	var a changeArrays
+	for _, c := range cs {
+		if err := a.add(c); err != nil {
+			return Result{}, err
 		}
 	}
-	var accountID string
-	var shard int16
-	err := tx.QueryRow(ctx, `
-		UPDATE items SET
-		    state = $3,
-		    attempts = attempts + $4::int,
-		    throttles = throttles + $5::int,
-		    first_attempt_at = CASE WHEN $4::int > 0 THEN coalesce(first_attempt_at, coalesce($6, now())) ELSE first_attempt_at END,
-		    provider_amount_minor = CASE WHEN $7 THEN $8 ELSE provider_amount_minor END,
-		    provider_currency = CASE WHEN $7 THEN $9 ELSE provider_currency END,
-		    provider_status = CASE WHEN $7 THEN $10 ELSE provider_status END,
-		    differences = CASE WHEN $3 = 'mismatched' THEN $11::jsonb ELSE differences END,
-		    last_http_status = CASE WHEN $4::int > 0 THEN $12 ELSE last_http_status END,
-		    last_reason = $13,
-		    updated_at = coalesce($6, now()),
-		    terminal_at = CASE WHEN $14 THEN coalesce($6, now()) END
-		WHERE run_id = $1 AND transaction_id = $2 AND state = $15
-		RETURNING account_id, shard`,
-		c.RunID, c.TransactionID, string(c.To), boolInt(c.Called), boolInt(c.Throttled), at,
-		c.Provider != nil, prov.AmountMinor, prov.Currency, prov.Status, diffs,
-		nullInt(c.HTTPStatus), c.Reason, c.To.Terminal(), string(c.From),
-	).Scan(&accountID, &shard)
-	if errors.Is(err, pgx.ErrNoRows) {
-		return Result{}, ErrConflict
-	}
-	if err != nil {
-		return Result{}, fmt.Errorf("update item %s of run %s: %w", c.TransactionID, c.RunID, err)
-	}
+	closing := len(a.closingRuns) > 0
 
-	details, err := encodeDetails(c)
+	b := &pgx.Batch{}
+	if closing {
+		b.Queue(lockAccounts, a.closingRuns, a.closingIDs)
+		b.Queue(lockShards, a.closingRuns, a.closingIDs)
+	}
+	b.Queue(changeItems, a.runs, a.ids, a.from, a.to, a.called, a.throttled, a.at, a.answered,
+		a.provAmount, a.provCurrency, a.provStatus, a.diffs, a.httpStatus, a.reason)
+	b.Queue(insertTransitions, a.runs, a.ids, a.from, a.to, a.at, a.attempt, a.httpStatus, a.reason,
+		a.retryAfter, a.details, a.actor)
+	var changed []changedRow
+	err := func() error {
+		br := tx.SendBatch(ctx, b)
+		defer br.Close()
+		if closing {
+			if _, err := br.Exec(); err != nil {
+				return fmt.Errorf("lock account counters: %w", err)
+			}
+			if _, err := br.Exec(); err != nil {
+				return fmt.Errorf("lock shard counters: %w", err)
+			}
+		}
+		rows, err := br.Query()
+		if err != nil {
+			return fmt.Errorf("update %d items: %w", len(cs), err)
+		}
+		if changed, err = pgx.CollectRows(rows, pgx.RowToStructByPos[changedRow]); err != nil {
+			return fmt.Errorf("update %d items: %w", len(cs), err)
+		}
+		if _, err := br.Exec(); err != nil {
+			return fmt.Errorf("insert %d transitions: %w", len(cs), err)
+		}
+		return br.Close()
+	}()
 	if err != nil {
 		return Result{}, err
 	}
-	b := &pgx.Batch{}
-	b.Queue(insertTransition, c.RunID, c.TransactionID, string(c.From), string(c.To), at, c.Attempt,
-		nullInt(c.HTTPStatus), c.Reason, nullDuration(c.RetryAfter), details, c.Actor)
-	closes := c.To.Terminal()
-	if closes {
-		b.Queue(`UPDATE account_progress SET remaining = remaining - 1 WHERE run_id = $1 AND account_id = $2 RETURNING remaining`, c.RunID, accountID)
-		b.Queue(`UPDATE run_shards SET remaining = remaining - 1 WHERE run_id = $1 AND shard = $2 RETURNING remaining`, c.RunID, shard)
-	}
-	var accountLeft, shardLeft int
-	br := tx.SendBatch(ctx, b)
-	if _, err := br.Exec(); err != nil {
-		br.Close()
-		return Result{}, fmt.Errorf("insert transition of %s in run %s: %w", c.TransactionID, c.RunID, err)
-	}
-	if closes {
-		if err := br.QueryRow().Scan(&accountLeft); err != nil {
-			br.Close()
-			return Result{}, fmt.Errorf("count down account %s of run %s: %w", accountID, c.RunID, err)
+	var items []changedRow
+	var accounts []accountKey
+	var runs []uuid.UUID
+	for _, r := range changed {
+		switch r.Kind {
+		case "item":
+			items = append(items, r)
+		case "account":
+			accounts = append(accounts, accountKey{r.RunID, r.AccountID})
+		case "run":
+			runs = append(runs, r.RunID)
 		}
-		if err := br.QueryRow().Scan(&shardLeft); err != nil {
-			br.Close()
-			return Result{}, fmt.Errorf("count down shard %d of run %s: %w", shard, c.RunID, err)
+	}
+	if len(items) != len(cs) {
+		return Result{}, conflict(cs, items)
+	}
+	if len(accounts) == 0 && len(runs) == 0 {
+		return Result{}, nil
+	}
+	return complete(ctx, tx, cs, items, accounts, runs)
+}
+
+// changedRow is a row of changeItems: an item the batch changed, an account
+// or a run one of whose counters it emptied.
+type changedRow struct {
+	Kind          string
+	RunID         uuid.UUID
+	TransactionID string
+	AccountID     string
+}
+
+// accountKey names one account of a run.
+type accountKey struct {
+	RunID     uuid.UUID
+	AccountID string
+}
+
+// conflict names the first change whose item did not change.
+func conflict(cs []Change, changed []changedRow) error {
+	done := make(map[Key]bool, len(changed))
+	for _, c := range changed {
+		done[Key{c.RunID, c.TransactionID}] = true
+	}
+	for _, c := range cs {
+		k := Key{c.RunID, c.TransactionID}
+		if !done[k] {
+			return fmt.Errorf("record %s→%s for %s in run %s: %w", c.From, c.To, c.TransactionID, c.RunID, ErrConflict)
+		}
+		delete(done, k) // a second change of the same item conflicts
+	}
+	return ErrConflict
+}
+
+// stamp is when and by whom a completion was made: the latest terminal
+// change of the account or run in the batch (nil at: the database clock).
+type stamp struct {
+	at    *time.Time
+	actor string
+	set   bool
+}
+
+func (s stamp) later(c Change) stamp {
+	at := nullTime(c.At)
+	switch {
+	case !s.set:
+		return stamp{at: at, actor: c.Actor, set: true}
+	case s.at == nil:
+		return s
+	case at == nil || at.After(*s.at):
+		return stamp{at: at, actor: c.Actor, set: true}
+	}
+	return s
+}
+
+// complete writes the completion records of the accounts whose counters
+// reached zero and of the runs that had a shard reach zero and now have
+// none open, in one round trip.
+func complete(ctx context.Context, tx DB, cs []Change, changed []changedRow, accounts []accountKey, runs []uuid.UUID) (Result, error) {
+	accountOf := make(map[Key]string, len(changed))
+	for _, c := range changed {
+		accountOf[Key{c.RunID, c.TransactionID}] = c.AccountID
+	}
+	byAccount := map[accountKey]stamp{}
+	byRun := map[uuid.UUID]stamp{}
+	for _, c := range cs {
+		if c.To.Terminal() {
+			k := accountKey{c.RunID, accountOf[Key{c.RunID, c.TransactionID}]}
+			byAccount[k] = byAccount[k].later(c)
+			byRun[c.RunID] = byRun[c.RunID].later(c)
+		}
+	}
+
+	b := &pgx.Batch{}
+	if len(accounts) > 0 {
+		var runIDs []uuid.UUID
+		var ids, actors []string
+		var ats []*time.Time
+		for _, k := range accounts {
+			s := byAccount[k]
+			runIDs, ids, ats, actors = append(runIDs, k.RunID), append(ids, k.AccountID), append(ats, s.at), append(actors, s.actor)
+		}
+		b.Queue(completeAccounts, runIDs, ids, ats, actors)
+	}
+	// Run rows are locked in one order, like the counters.
+	slices.SortFunc(runs, func(x, y uuid.UUID) int { return bytes.Compare(x[:], y[:]) })
+	runs = slices.Compact(runs)
+	for _, run := range runs {
+		s := byRun[run]
+		b.Queue(lockRun, run)
+		b.Queue(completeRun, run, s.at, s.actor)
+	}
+
+	res := Result{AccountsCompleted: len(accounts)}
+	br := tx.SendBatch(ctx, b)
+	defer br.Close()
+	if len(accounts) > 0 {
+		if _, err := br.Exec(); err != nil {
+			return Result{}, fmt.Errorf("complete %d accounts: %w", len(accounts), err)
+		}
+	}
+	for _, run := range runs {
+		if _, err := br.Exec(); err != nil {
+			return Result{}, fmt.Errorf("lock run %s: %w", run, err)
+		}
+		tag, err := br.Exec()
+		if err != nil {
+			return Result{}, fmt.Errorf("complete run %s: %w", run, err)
+		}
+		if tag.RowsAffected() > 0 {
+			res.RunsCompleted = append(res.RunsCompleted, run)
 		}
 	}
 	if err := br.Close(); err != nil {
-		return Result{}, fmt.Errorf("record change of %s in run %s: %w", c.TransactionID, c.RunID, err)
-	}
-	if !closes {
-		return Result{}, nil
-	}
-
-	var res Result
-	if accountLeft == 0 {
-		if err := completeAccount(ctx, tx, c.RunID, accountID, at, c.Actor); err != nil {
-			return res, err
-		}
-		res.AccountCompleted = true
-	}
-	if shardLeft == 0 {
-		done, err := completeRunIfDone(ctx, tx, c.RunID, at, c.Actor)
-		if err != nil {
-			return res, err
-		}
-		res.RunCompleted = done
+		return Result{}, fmt.Errorf("complete runs: %w", err)
 	}
 	return res, nil
 }
 
-const insertTransition = `
-	INSERT INTO transitions (run_id, transaction_id, from_state, to_state, at, attempt, http_status, reason, retry_after_ms, details, actor)
-	VALUES ($1, $2, $3, $4, coalesce($5, now()), $6, $7, $8, $9, $10, $11)`
+// changeArrays holds a batch of changes column by column: the array
+// parameters of the batch statements.
+type changeArrays struct {
+	runs         []uuid.UUID
+	ids          []string
+	from, to     []string
+	called       []int32
+	throttled    []int32
+	at           []*time.Time
+	answered     []bool
+	provAmount   []int64
+	provCurrency []string
+	provStatus   []string
+	diffs        []*string
+	httpStatus   []*int32
+	reason       []string
+	attempt      []int32
+	retryAfter   []*int64
+	details      []*string
+	actor        []string
+	// The terminal changes, whose counters are counted down.
+	closingRuns []uuid.UUID
+	closingIDs  []string
+}
 
-// completeAccount writes the account's completion record. The account row
-// lock taken by the count-down makes this the only writer for the account.
-func completeAccount(ctx context.Context, tx DB, runID uuid.UUID, accountID string, at *time.Time, actor string) error {
-	_, err := tx.Exec(ctx, `
+func (a *changeArrays) add(c Change) error {
+	if c.From.Terminal() {
+		return fmt.Errorf("record %s→%s for %s: a terminal item changes only through Requeue", c.From, c.To, c.TransactionID)
+	}
+	var prov Provider
+	if c.Provider != nil {
+		prov = *c.Provider
+	}
+	var diffs *string
+	if len(c.Differences) > 0 {
+		b, err := json.Marshal(c.Differences)
+		if err != nil {
+			return fmt.Errorf("encode differences of %s: %w", c.TransactionID, err)
+		}
+		diffs = new(string(b))
+	}
+	details, err := encodeDetails(c)
+	if err != nil {
+		return err
+	}
+	a.runs = append(a.runs, c.RunID)
+	a.ids = append(a.ids, c.TransactionID)
+	a.from = append(a.from, string(c.From))
+	a.to = append(a.to, string(c.To))
+	a.called = append(a.called, boolInt(c.Called))
+	a.throttled = append(a.throttled, boolInt(c.Throttled))
+	a.at = append(a.at, nullTime(c.At))
+	a.answered = append(a.answered, c.Provider != nil)
+	a.provAmount = append(a.provAmount, prov.AmountMinor)
+	a.provCurrency = append(a.provCurrency, prov.Currency)
+	a.provStatus = append(a.provStatus, prov.Status)
+	a.diffs = append(a.diffs, diffs)
+	a.httpStatus = append(a.httpStatus, nullInt(c.HTTPStatus))
+	a.reason = append(a.reason, c.Reason)
+	a.attempt = append(a.attempt, int32(c.Attempt))
+	a.retryAfter = append(a.retryAfter, nullDuration(c.RetryAfter))
+	a.details = append(a.details, details)
+	a.actor = append(a.actor, c.Actor)
+	if c.To.Terminal() {
+		a.closingRuns = append(a.closingRuns, c.RunID)
+		a.closingIDs = append(a.closingIDs, c.TransactionID)
+	}
+	return nil
+}
+
+// The statements of a batch; each takes the changes as parallel arrays.
+const (
+	lockAccounts = `
+		SELECT 1 FROM account_progress ap
+		  JOIN (SELECT DISTINCT i.run_id, i.account_id
+		          FROM unnest($1::uuid[], $2::text[]) AS k(run_id, transaction_id)
+		          JOIN items i USING (run_id, transaction_id)) k USING (run_id, account_id)
+		 ORDER BY ap.run_id, ap.account_id
+		   FOR UPDATE OF ap`
+
+	lockShards = `
+		SELECT 1 FROM run_shards rs
+		  JOIN (SELECT DISTINCT i.run_id, i.shard
+		          FROM unnest($1::uuid[], $2::text[]) AS k(run_id, transaction_id)
+		          JOIN items i USING (run_id, transaction_id)) k USING (run_id, shard)
+		 ORDER BY rs.run_id, rs.shard
+		   FOR UPDATE OF rs`
+
+	// changeItems updates the items still in their From state and, for
+	// those it closed, counts their counter rows down and adds their
+	// outcome, calls and throttles. It returns one 'item' row per item
+	// changed, one 'account' row per account counter it emptied and one
+	// 'run' row per run with a shard counter it emptied.
+	changeItems = `
+		WITH c AS (
+		    SELECT u.run_id, u.transaction_id, u.from_state, u.to_state, u.called, u.throttled,
+		           coalesce(u.at, now()) AS at, u.answered, u.amount, u.currency, u.status, u.diffs,
+		           u.http_status, u.reason
+		      FROM unnest($1::uuid[], $2::text[], $3::text[], $4::text[], $5::int[], $6::int[],
+		                  $7::timestamptz[], $8::bool[], $9::bigint[], $10::text[], $11::text[], $12::text[],
+		                  $13::int[], $14::text[])
+		           AS u(run_id, transaction_id, from_state, to_state, called, throttled, at, answered,
+		                amount, currency, status, diffs, http_status, reason)),
+		changed AS (
+		    UPDATE items i SET
+		        state = c.to_state,
+		        attempts = i.attempts + c.called,
+		        throttles = i.throttles + c.throttled,
+		        first_attempt_at = CASE WHEN c.called > 0 THEN coalesce(i.first_attempt_at, c.at) ELSE i.first_attempt_at END,
+		        provider_amount_minor = CASE WHEN c.answered THEN c.amount ELSE i.provider_amount_minor END,
+		        provider_currency = CASE WHEN c.answered THEN c.currency ELSE i.provider_currency END,
+		        provider_status = CASE WHEN c.answered THEN c.status ELSE i.provider_status END,
+		        differences = CASE WHEN c.to_state = 'mismatched' THEN c.diffs::jsonb ELSE i.differences END,
+		        last_http_status = CASE WHEN c.called > 0 THEN c.http_status ELSE i.last_http_status END,
+		        last_reason = c.reason,
+		        updated_at = c.at,
+		        terminal_at = CASE WHEN c.to_state IN ` + terminalStates + ` THEN c.at END
+		      FROM c
+		     WHERE i.run_id = c.run_id AND i.transaction_id = c.transaction_id AND i.state = c.from_state
+		    RETURNING i.run_id, i.transaction_id, i.account_id, i.shard, i.state, i.attempts, i.throttles),
+		closed AS (SELECT * FROM changed WHERE state IN ` + terminalStates + `),
+		accounts AS (
+		    UPDATE account_progress p SET ` + addTotals + `
+		      FROM (SELECT run_id, account_id, ` + closedTotals + ` FROM closed GROUP BY run_id, account_id) f
+		     WHERE p.run_id = f.run_id AND p.account_id = f.account_id
+		    RETURNING p.run_id, p.account_id, p.remaining),
+		shards AS (
+		    UPDATE run_shards p SET ` + addTotals + `
+		      FROM (SELECT run_id, shard, ` + closedTotals + ` FROM closed GROUP BY run_id, shard) f
+		     WHERE p.run_id = f.run_id AND p.shard = f.shard
+		    RETURNING p.run_id, p.remaining)
+		SELECT 'item', run_id, transaction_id, account_id FROM changed
+		UNION ALL
+		SELECT 'account', run_id, '', account_id FROM accounts WHERE remaining = 0
+		UNION ALL
+		SELECT DISTINCT 'run', run_id, '', '' FROM shards WHERE remaining = 0`
+
+	// The chain trigger numbers and hashes each row, in the order of the
+	// changes.
+	insertTransitions = `
+		INSERT INTO transitions (run_id, transaction_id, from_state, to_state, at, attempt, http_status, reason,
+		                         retry_after_ms, details, actor)
+		SELECT run_id, transaction_id, from_state, to_state, coalesce(at, now()), attempt, http_status, reason,
+		       retry_after_ms, details::jsonb, actor
+		  FROM unnest($1::uuid[], $2::text[], $3::text[], $4::text[], $5::timestamptz[], $6::int[], $7::int[],
+		              $8::text[], $9::bigint[], $10::text[], $11::text[]) WITH ORDINALITY
+		       AS u(run_id, transaction_id, from_state, to_state, at, attempt, http_status, reason,
+		            retry_after_ms, details, actor, ord)
+		 ORDER BY ord`
+
+	terminalStates = `('matched', 'mismatched', 'missing', 'dead_lettered')`
+
+	// closedTotals sums closed items per group.
+	closedTotals = `count(*) AS n,
+		       count(*) FILTER (WHERE state = 'matched') AS matched,
+		       count(*) FILTER (WHERE state = 'mismatched') AS mismatched,
+		       count(*) FILTER (WHERE state = 'missing') AS missing,
+		       count(*) FILTER (WHERE state = 'dead_lettered') AS dead_lettered,
+		       sum(attempts) AS calls, sum(throttles) AS throttles`
+
+	// addTotals counts a counter row down by its closed items and adds
+	// their totals.
+	addTotals = `
+		    remaining = p.remaining - f.n,
+		    matched = p.matched + f.matched,
+		    mismatched = p.mismatched + f.mismatched,
+		    missing = p.missing + f.missing,
+		    dead_lettered = p.dead_lettered + f.dead_lettered,
+		    provider_calls = p.provider_calls + f.calls,
+		    throttles = p.throttles + f.throttles`
+
+	completeAccounts = `
 		INSERT INTO account_completions AS c (run_id, account_id, items, matched, mismatched, missing, dead_lettered,
 		                                      provider_calls, throttles, completed_at, completed_by)
-		SELECT $1, $2, count(*),
-		       count(*) FILTER (WHERE state = 'matched'),
-		       count(*) FILTER (WHERE state = 'mismatched'),
-		       count(*) FILTER (WHERE state = 'missing'),
-		       count(*) FILTER (WHERE state = 'dead_lettered'),
-		       coalesce(sum(attempts), 0), coalesce(sum(throttles), 0), coalesce($3, now()), $4
-		  FROM items WHERE run_id = $1 AND account_id = $2
+		SELECT p.run_id, p.account_id, p.item_count, p.matched, p.mismatched, p.missing, p.dead_lettered,
+		       p.provider_calls, p.throttles, coalesce(k.at, now()), k.actor
+		  FROM unnest($1::uuid[], $2::text[], $3::timestamptz[], $4::text[]) AS k(run_id, account_id, at, actor)
+		  JOIN account_progress p USING (run_id, account_id)
 		ON CONFLICT (run_id, account_id) DO UPDATE SET
 		       round = c.round + 1, items = excluded.items, matched = excluded.matched,
 		       mismatched = excluded.mismatched, missing = excluded.missing,
 		       dead_lettered = excluded.dead_lettered, provider_calls = excluded.provider_calls,
 		       throttles = excluded.throttles, completed_at = excluded.completed_at,
-		       completed_by = excluded.completed_by`,
-		runID, accountID, at, actor)
-	if err != nil {
-		return fmt.Errorf("complete account %s of run %s: %w", accountID, runID, err)
-	}
-	return nil
-}
+		       completed_by = excluded.completed_by`
 
-// completeRunIfDone is called by a transaction that emptied one shard of the
-// run. It locks the run row, so only shard-emptying transactions (at most one
-// per shard) ever wait on it, and then, in a fresh READ COMMITTED snapshot,
-// checks every shard: the last of those transactions to get the lock sees all
-// the others committed, and is the one that writes the completion. The lock
-// is FOR NO KEY UPDATE, not FOR UPDATE: account completions hold a KEY SHARE
-// lock on the run row through their foreign key, and FOR UPDATE would
-// deadlock against them.
-func completeRunIfDone(ctx context.Context, tx DB, runID uuid.UUID, at *time.Time, actor string) (bool, error) {
-	if _, err := tx.Exec(ctx, `SELECT 1 FROM runs WHERE run_id = $1 FOR NO KEY UPDATE`, runID); err != nil {
-		return false, fmt.Errorf("lock run %s: %w", runID, err)
-	}
-	var open int64
-	if err := tx.QueryRow(ctx, `SELECT coalesce(sum(remaining), 0) FROM run_shards WHERE run_id = $1`, runID).Scan(&open); err != nil {
-		return false, fmt.Errorf("count open items of run %s: %w", runID, err)
-	}
-	if open > 0 {
-		return false, nil
-	}
-	_, err := tx.Exec(ctx, `
+	// lockRun is taken only by transactions that emptied a shard of the
+	// run, so at most one per shard ever waits on it. FOR NO KEY UPDATE,
+	// not FOR UPDATE: account completions hold a KEY SHARE lock on the run
+	// row through their foreign key, and FOR UPDATE would deadlock against
+	// them.
+	lockRun = `SELECT 1 FROM runs WHERE run_id = $1 FOR NO KEY UPDATE`
+
+	// completeRun runs after lockRun, in a fresh READ COMMITTED snapshot:
+	// the last shard-emptying transaction to get the lock sees all the
+	// others committed, finds no open item and writes the completion.
+	completeRun = `
 		WITH totals AS (
-		    SELECT count(*) AS items,
-		           count(*) FILTER (WHERE state = 'matched') AS matched,
-		           count(*) FILTER (WHERE state = 'mismatched') AS mismatched,
-		           count(*) FILTER (WHERE state = 'missing') AS missing,
-		           count(*) FILTER (WHERE state = 'dead_lettered') AS dead_lettered,
-		           coalesce(sum(attempts), 0) AS provider_calls,
-		           coalesce(sum(throttles), 0) AS throttles
-		      FROM items WHERE run_id = $1),
-		done AS (UPDATE runs SET completed_at = coalesce($2, now()) WHERE run_id = $1)
+		    SELECT sum(matched) AS matched, sum(mismatched) AS mismatched, sum(missing) AS missing,
+		           sum(dead_lettered) AS dead_lettered, sum(provider_calls) AS provider_calls,
+		           sum(throttles) AS throttles
+		      FROM run_shards WHERE run_id = $1
+		    HAVING sum(remaining) = 0),
+		done AS (UPDATE runs SET completed_at = coalesce($2, now()) FROM totals WHERE run_id = $1)
 		INSERT INTO run_completions AS c (run_id, items, matched, mismatched, missing, dead_lettered,
 		                                  provider_calls, throttles, completed_at, completed_by)
-		SELECT $1, items, matched, mismatched, missing, dead_lettered, provider_calls, throttles, coalesce($2, now()), $3
+		SELECT $1, matched + mismatched + missing + dead_lettered, matched, mismatched, missing, dead_lettered,
+		       provider_calls, throttles, coalesce($2, now()), $3
 		  FROM totals
 		ON CONFLICT (run_id) DO UPDATE SET
 		       round = c.round + 1, items = excluded.items, matched = excluded.matched,
 		       mismatched = excluded.mismatched, missing = excluded.missing,
 		       dead_lettered = excluded.dead_lettered, provider_calls = excluded.provider_calls,
 		       throttles = excluded.throttles, completed_at = excluded.completed_at,
-		       completed_by = excluded.completed_by`,
-		runID, at, actor)
-	if err != nil {
-		return false, fmt.Errorf("complete run %s: %w", runID, err)
-	}
-	return true, nil
-}
+		       completed_by = excluded.completed_by`
+)
 
 // Requeue moves dead-lettered items of a run back to queued (a redrive or a
 // `--rerun failed`), records a transition for each and reopens the run's
-// completion bookkeeping. Items not dead-lettered are left alone. It returns
-// the transaction ids it requeued.
+// completion bookkeeping: the items count as open again, and their outcome,
+// calls and throttles leave the counters' totals until they finish anew.
+// Items not dead-lettered are left alone. It returns the transaction ids it
+// requeued.
 func Requeue(ctx context.Context, tx DB, runID uuid.UUID, transactionIDs []string, reason, actor string, at time.Time) ([]string, error) {
 	rows, err := tx.Query(ctx, `
 		UPDATE items SET state = 'queued', terminal_at = NULL, first_attempt_at = NULL,
 		       last_reason = $3, updated_at = coalesce($4, now())
 		 WHERE run_id = $1 AND transaction_id = ANY($2) AND state = 'dead_lettered'
-		RETURNING transaction_id, account_id, shard`,
+		RETURNING transaction_id, account_id, shard, attempts, throttles`,
 		runID, transactionIDs, reason, nullTime(at))
 	if err != nil {
 		return nil, fmt.Errorf("requeue items of run %s: %w", runID, err)
 	}
 	type reopened struct {
-		tx, account string
-		shard       int16
+		ID        string
+		Account   string
+		Shard     int16
+		Attempts  int32
+		Throttles int32
 	}
-	var items []reopened
-	for rows.Next() {
-		var r reopened
-		if err := rows.Scan(&r.tx, &r.account, &r.shard); err != nil {
-			rows.Close()
-			return nil, fmt.Errorf("requeue items of run %s: %w", runID, err)
-		}
-		items = append(items, r)
-	}
-	if err := rows.Err(); err != nil {
+	items, err := pgx.CollectRows(rows, pgx.RowToStructByPos[reopened])
+	if err != nil {
 		return nil, fmt.Errorf("requeue items of run %s: %w", runID, err)
 	}
 	if len(items) == 0 {
@@ -332,19 +570,23 @@ func Requeue(ctx context.Context, tx DB, runID uuid.UUID, transactionIDs []strin
 	ids := make([]string, len(items))
 	accounts := make([]string, len(items))
 	shards := make([]int16, len(items))
+	attempts := make([]int32, len(items))
+	throttles := make([]int32, len(items))
 	for i, r := range items {
-		ids[i], accounts[i], shards[i] = r.tx, r.account, r.shard
+		ids[i], accounts[i], shards[i], attempts[i], throttles[i] = r.ID, r.Account, r.Shard, r.Attempts, r.Throttles
 	}
 	b := &pgx.Batch{}
 	for _, id := range ids {
 		b.Queue(insertTransition, runID, id, string(DeadLettered), string(Queued), nullTime(at), 0, nil, reason, nil, nil, actor)
 	}
-	b.Queue(`UPDATE account_progress ap SET remaining = remaining + n
-	           FROM (SELECT a, count(*) AS n FROM unnest($2::text[]) a GROUP BY a) r
-	          WHERE ap.run_id = $1 AND ap.account_id = r.a`, runID, accounts)
-	b.Queue(`UPDATE run_shards rs SET remaining = remaining + n
-	           FROM (SELECT s, count(*) AS n FROM unnest($2::smallint[]) s GROUP BY s) r
-	          WHERE rs.run_id = $1 AND rs.shard = r.s`, runID, shards)
+	b.Queue(`UPDATE account_progress p SET `+reopen+`
+	           FROM (SELECT g, count(*) AS n, sum(calls) AS calls, sum(throttles) AS throttles
+	                   FROM unnest($2::text[], $3::int[], $4::int[]) AS u(g, calls, throttles) GROUP BY g) r
+	          WHERE p.run_id = $1 AND p.account_id = r.g`, runID, accounts, attempts, throttles)
+	b.Queue(`UPDATE run_shards p SET `+reopen+`
+	           FROM (SELECT g, count(*) AS n, sum(calls) AS calls, sum(throttles) AS throttles
+	                   FROM unnest($2::smallint[], $3::int[], $4::int[]) AS u(g, calls, throttles) GROUP BY g) r
+	          WHERE p.run_id = $1 AND p.shard = r.g`, runID, shards, attempts, throttles)
 	b.Queue(`UPDATE runs SET completed_at = NULL WHERE run_id = $1`, runID)
 	if err := tx.SendBatch(ctx, b).Close(); err != nil {
 		return nil, fmt.Errorf("record requeue of %d items in run %s: %w", len(ids), runID, err)
@@ -352,7 +594,15 @@ func Requeue(ctx context.Context, tx DB, runID uuid.UUID, transactionIDs []strin
 	return ids, nil
 }
 
-func encodeDetails(c Change) ([]byte, error) {
+// reopen takes requeued dead letters out of a counter row's totals.
+const reopen = `remaining = p.remaining + r.n, dead_lettered = p.dead_lettered - r.n,
+	               provider_calls = p.provider_calls - r.calls, throttles = p.throttles - r.throttles`
+
+const insertTransition = `
+	INSERT INTO transitions (run_id, transaction_id, from_state, to_state, at, attempt, http_status, reason, retry_after_ms, details, actor)
+	VALUES ($1, $2, $3, $4, coalesce($5, now()), $6, $7, $8, $9, $10, $11)`
+
+func encodeDetails(c Change) (*string, error) {
 	d := c.Details
 	if len(c.Differences) > 0 {
 		if d == nil {
@@ -367,7 +617,7 @@ func encodeDetails(c Change) ([]byte, error) {
 	if err != nil {
 		return nil, fmt.Errorf("encode transition details: %w", err)
 	}
-	return b, nil
+	return new(string(b)), nil
 }
 
 func nullTime(t time.Time) *time.Time {
@@ -377,11 +627,11 @@ func nullTime(t time.Time) *time.Time {
 	return &t
 }
 
-func nullInt(n int) *int {
+func nullInt(n int) *int32 {
 	if n == 0 {
 		return nil
 	}
-	return &n
+	return new(int32(n))
 }
 
 func nullDuration(d time.Duration) *int64 {
@@ -392,7 +642,7 @@ func nullDuration(d time.Duration) *int64 {
 	return &ms
 }
 
-func boolInt(b bool) int {
+func boolInt(b bool) int32 {
 	if b {
 		return 1
 	}

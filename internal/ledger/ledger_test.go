@@ -141,12 +141,8 @@ func TestCompletionJoinExactlyOnce(t *testing.T) {
 					errs <- err
 					return
 				}
-				if res.RunCompleted {
-					runDone.Add(1)
-				}
-				if res.AccountCompleted {
-					accountsDone.Add(1)
-				}
+				runDone.Add(int64(len(res.RunsCompleted)))
+				accountsDone.Add(int64(res.AccountsCompleted))
 			}
 		}()
 	}
@@ -197,8 +193,13 @@ func assertCompletionTotals(t *testing.T, pool *pgxpool.Pool, runID uuid.UUID, a
 	if err := pool.QueryRow(ctx, `
 		SELECT count(*) FROM account_completions c
 		  JOIN (SELECT account_id, count(*) AS items, count(*) FILTER (WHERE state = 'matched') AS matched,
-		               sum(attempts) AS calls FROM items WHERE run_id = $1 GROUP BY account_id) d USING (account_id)
-		 WHERE c.run_id = $1 AND (c.items, c.matched, c.provider_calls) <> (d.items, d.matched, d.calls)`, runID).Scan(&wrong); err != nil {
+		               count(*) FILTER (WHERE state = 'mismatched') AS mismatched,
+		               count(*) FILTER (WHERE state = 'missing') AS missing,
+		               count(*) FILTER (WHERE state = 'dead_lettered') AS dead_lettered,
+		               sum(attempts) AS calls, sum(throttles) AS throttles
+		          FROM items WHERE run_id = $1 GROUP BY account_id) d USING (account_id)
+		 WHERE c.run_id = $1 AND (c.items, c.matched, c.mismatched, c.missing, c.dead_lettered, c.provider_calls, c.throttles) <>
+		                         (d.items, d.matched, d.mismatched, d.missing, d.dead_lettered, d.calls, d.throttles)`, runID).Scan(&wrong); err != nil {
 		t.Fatal(err)
 	}
 	if wrong != 0 {
@@ -210,6 +211,138 @@ func assertCompletionTotals(t *testing.T, pool *pgxpool.Pool, runID uuid.UUID, a
 	}
 	if completedAt == nil {
 		t.Error("runs.completed_at is NULL after completion")
+	}
+}
+
+func recordBatch(ctx context.Context, pool *pgxpool.Pool, cs []ledger.Change) (ledger.Result, error) {
+	var res ledger.Result
+	err := pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
+		var err error
+		res, err = ledger.RecordBatch(ctx, tx, cs)
+		return err
+	})
+	return res, err
+}
+
+// TestRecordBatchCompletesExactlyOnce drives a run to completion in batches
+// of random size from concurrent transactions, mixing retries, throttles and
+// every outcome, and checks the join: one completion per run and account,
+// with totals equal to a direct count.
+func TestRecordBatchCompletesExactlyOnce(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	pool := pgtest.New(t)
+	const n, accounts, workers = 1500, 9, 6
+	runID := seedRun(t, pool, n, accounts)
+
+	outcomes := []ledger.State{ledger.Matched, ledger.Mismatched, ledger.Missing, ledger.DeadLettered}
+	next := atomic.Int64{}
+	var runDone, accountsDone atomic.Int64
+	var wg sync.WaitGroup
+	errs := make(chan error, workers)
+	for w := range workers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			rnd := rand.New(rand.NewPCG(uint64(w), 2))
+			for {
+				size := 1 + rnd.IntN(40)
+				first := next.Add(int64(size)) - int64(size)
+				if first >= n {
+					return
+				}
+				var retries, finals []ledger.Change
+				for i := first; i < min(first+int64(size), n); i++ {
+					id := fmt.Sprintf("tx%05d", i)
+					from := ledger.Queued
+					if rnd.IntN(3) == 0 {
+						throttled := rnd.IntN(2) == 0
+						retries = append(retries, ledger.Change{RunID: runID, TransactionID: id, From: ledger.Queued,
+							To: ledger.RetryScheduled, Called: true, Throttled: throttled, Attempt: 1, HTTPStatus: 429,
+							Reason: "throttled", RetryAfter: time.Second, Actor: "test"})
+						from = ledger.RetryScheduled
+					}
+					final := ledger.Change{RunID: runID, TransactionID: id, From: from,
+						To: outcomes[rnd.IntN(len(outcomes))], Called: true, Attempt: 2, HTTPStatus: 200, Reason: "test", Actor: "test"}
+					if final.To == ledger.Mismatched {
+						final.Provider = &ledger.Provider{AmountMinor: 1, Currency: "USD", Status: "failed"}
+						final.Differences = []ledger.Difference{{Field: "amount_minor", Expected: "100", Provider: "1"}}
+					}
+					finals = append(finals, final)
+				}
+				for _, cs := range [][]ledger.Change{retries, finals} {
+					res, err := recordBatch(ctx, pool, cs)
+					if err != nil {
+						errs <- err
+						return
+					}
+					runDone.Add(int64(len(res.RunsCompleted)))
+					accountsDone.Add(int64(res.AccountsCompleted))
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Fatal(err)
+	}
+	if got := runDone.Load(); got != 1 {
+		t.Errorf("run completed %d times, want 1", got)
+	}
+	if got := accountsDone.Load(); got != accounts {
+		t.Errorf("accounts completed %d times, want %d", got, accounts)
+	}
+	assertCompletionTotals(t, pool, runID, accounts, 1)
+	var transitions, diffs int
+	if err := pool.QueryRow(ctx, `
+		SELECT (SELECT count(*) FROM transitions WHERE run_id = $1),
+		       (SELECT count(*) FROM items WHERE run_id = $1 AND state = 'mismatched' AND jsonb_array_length(differences) = 1)`,
+		runID).Scan(&transitions, &diffs); err != nil {
+		t.Fatal(err)
+	}
+	var want, mismatched int
+	if err := pool.QueryRow(ctx, `SELECT sum(attempts), count(*) FILTER (WHERE state = 'mismatched') FROM items WHERE run_id = $1`,
+		runID).Scan(&want, &mismatched); err != nil {
+		t.Fatal(err)
+	}
+	if transitions != want {
+		t.Errorf("%d transitions, want one per call: %d", transitions, want)
+	}
+	if diffs != mismatched || mismatched == 0 {
+		t.Errorf("%d of %d mismatched items have their differences", diffs, mismatched)
+	}
+}
+
+// TestRecordBatchConflictChangesNothing checks that a batch with one stale
+// change, or two changes of one item, reports ErrConflict and, rolled back,
+// leaves every item as it was.
+func TestRecordBatchConflictChangesNothing(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	pool := pgtest.New(t)
+	runID := seedRun(t, pool, 3, 1)
+	change := func(id string, from ledger.State) ledger.Change {
+		return ledger.Change{RunID: runID, TransactionID: id, From: from, To: ledger.Matched,
+			Called: true, Attempt: 1, HTTPStatus: 200, Reason: "matched", Actor: "test"}
+	}
+	for name, cs := range map[string][]ledger.Change{
+		"stale from state": {change("tx00000", ledger.Queued), change("tx00001", ledger.RetryScheduled), change("tx00002", ledger.Queued)},
+		"item twice":       {change("tx00000", ledger.Queued), change("tx00001", ledger.Queued), change("tx00001", ledger.Queued)},
+	} {
+		if _, err := recordBatch(ctx, pool, cs); !errors.Is(err, ledger.ErrConflict) {
+			t.Errorf("%s: err = %v, want ErrConflict", name, err)
+		}
+	}
+	var changed, transitions, remaining int
+	if err := pool.QueryRow(ctx, `
+		SELECT (SELECT count(*) FROM items WHERE run_id = $1 AND state <> 'queued'),
+		       (SELECT count(*) FROM transitions WHERE run_id = $1),
+		       (SELECT sum(remaining) FROM run_shards WHERE run_id = $1)`, runID).Scan(&changed, &transitions, &remaining); err != nil {
+		t.Fatal(err)
+	}
+	if changed != 0 || transitions != 0 || remaining != 3 {
+		t.Errorf("after rolled-back conflicts: %d items changed, %d transitions, %d open; want 0, 0, 3", changed, transitions, remaining)
 	}
 }
 
