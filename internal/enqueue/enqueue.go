@@ -121,8 +121,6 @@ type Result struct {
 	Existing bool
 	// Requeued is the number of items a RerunFailed put back on the queue.
 	Requeued int
-	// Duplicates counts messages the queue already had (by idempotency key).
-	Duplicates int
 	// Elapsed is the time the enqueue took.
 	Elapsed time.Duration
 }
@@ -226,17 +224,17 @@ func (e *Enqueuer) create(ctx context.Context, req Request, next bool) (Result, 
 			res.RunID, n, sha); err != nil {
 			return fmt.Errorf("finish run %s: %w", res.ReconciliationID, err)
 		}
-		// Messages are numbered, and so claimed, in transaction id order: the
-		// primary key gives that order without a sort, and it does not
-		// depend on which index the planner picks for a fresh run.
-		pub, err := e.cfg.Queue.PublishQuery(ctx, tx,
-			`SELECT run_id, $2::text, transaction_id, idempotency_key, 0 FROM items WHERE run_id = $1 ORDER BY transaction_id`,
+		// The run is new, so its keys cannot be known: no duplicate check.
+		// No ORDER BY either: sorting a large run costs more than the
+		// publish saves, and messages are claimed in whatever order the
+		// items come back, usually the source's.
+		published, err := e.cfg.Queue.PublishNewQuery(ctx, tx,
+			`SELECT run_id, $2::text, transaction_id, idempotency_key, 0 FROM items WHERE run_id = $1`,
 			res.RunID, res.ReconciliationID)
 		if err != nil {
 			return fmt.Errorf("publish messages of run %s: %w", res.ReconciliationID, err)
 		}
-		res.Duplicates = pub.Duplicates
-		e.cfg.Logger.Debug("messages published", "messages", pub.Published, "elapsed", time.Since(phase))
+		e.cfg.Logger.Debug("messages published", "messages", published, "elapsed", time.Since(phase))
 		return nil
 	})
 	if err != nil {

@@ -657,14 +657,19 @@ const Shards = 16
 // InitCounters creates the completion bookkeeping of a run whose items have
 // just been inserted: one row per account and per shard.
 func InitCounters(ctx context.Context, tx DB, runID uuid.UUID) error {
-	b := &pgx.Batch{}
-	b.Queue(`INSERT INTO account_progress (run_id, account_id, item_count, remaining)
-	         SELECT run_id, account_id, count(*), count(*) FROM items WHERE run_id = $1 GROUP BY run_id, account_id`, runID)
-	b.Queue(`INSERT INTO run_shards (run_id, shard, remaining)
-	         SELECT $1, s, coalesce(c.n, 0)
-	           FROM generate_series(0, $2 - 1) s
-	           LEFT JOIN (SELECT shard, count(*) AS n FROM items WHERE run_id = $1 GROUP BY shard) c ON c.shard = s`, runID, Shards)
-	if err := tx.SendBatch(ctx, b).Close(); err != nil {
+	// One scan of the run's items counts both groupings.
+	_, err := tx.Exec(ctx, `
+		WITH g AS (
+		    SELECT account_id, shard, count(*) AS n FROM items WHERE run_id = $1
+		     GROUP BY GROUPING SETS ((account_id), (shard))),
+		accounts AS (
+		    INSERT INTO account_progress (run_id, account_id, item_count, remaining)
+		    SELECT $1, account_id, n, n FROM g WHERE account_id IS NOT NULL)
+		INSERT INTO run_shards (run_id, shard, remaining)
+		SELECT $1, s, coalesce(g.n, 0)
+		  FROM generate_series(0, $2 - 1) s
+		  LEFT JOIN g ON g.shard = s AND g.account_id IS NULL`, runID, Shards)
+	if err != nil {
 		return fmt.Errorf("initialise completion counters of run %s: %w", runID, err)
 	}
 	return nil

@@ -10,6 +10,7 @@ import (
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/reconcile/reconcile/internal/pgtest"
@@ -534,12 +535,22 @@ SELECT $1::uuid, $2::text, 'tx' || lpad(g::text, 6, '0'), $2 || ':tx' || lpad(g:
 	if err != nil || res != (PublishResult{Published: 3, Duplicates: 2}) {
 		t.Fatalf("publish query: %+v %v", res, err)
 	}
+	// New keys without the duplicate check; a known key fails the lot.
+	fresh := `SELECT $1::uuid, $2::text, 'tx' || lpad(g::text, 6, '0'), $2 || ':tx' || lpad(g::text, 6, '0'), 0
+  FROM generate_series($3::int, $4::int) g`
+	if n, err := b.q.PublishNewQuery(ctx, b.pool, fresh, run, rec, 3*copyThreshold+3, 3*copyThreshold+7); err != nil || n != 5 {
+		t.Fatalf("publish new query: %d %v", n, err)
+	}
+	var pgErr *pgconn.PgError
+	if n, err := b.q.PublishNewQuery(ctx, b.pool, fresh, run, rec, 3*copyThreshold+7, 3*copyThreshold+9); !errors.As(err, &pgErr) || pgErr.Code != "23505" {
+		t.Fatalf("publish new query of a known key: %d %v, want a unique violation", n, err)
+	}
 	var n int
 	if err := b.pool.QueryRow(ctx, `SELECT count(*) FROM queue_messages`).Scan(&n); err != nil {
 		t.Fatal(err)
 	}
-	if n != 3*copyThreshold+3 {
-		t.Fatalf("%d messages stored, want %d", n, 3*copyThreshold+3)
+	if n != 3*copyThreshold+8 {
+		t.Fatalf("%d messages stored, want %d", n, 3*copyThreshold+8)
 	}
 }
 
