@@ -121,6 +121,15 @@ func (a *AIMD) Succeeded(now time.Time) float64 {
 	return a.rate
 }
 
+// Follow sets the rate to r (the recovery curve's rate), within [floor,
+// ceiling], in place of the additive increase, and returns the new rate.
+// The additive increase resumes from now when the curve ends.
+func (a *AIMD) Follow(now time.Time, r float64) float64 {
+	a.rate = a.clamp(r)
+	a.increasedAt = now
+	return a.rate
+}
+
 // Cap lowers the rate to at most r (a rate implied by the provider's
 // headers), never below the floor, and returns the new rate. It does not
 // open a hold: successes keep probing upwards, and the next header caps again.

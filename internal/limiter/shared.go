@@ -45,14 +45,18 @@ type Config struct {
 	// processes' penalties. Busy limiters read the row on every lease.
 	// Defaults to 250ms.
 	PollInterval time.Duration
-	// Recovery shapes the climb after a throttle. The effective rate this
-	// process leases at is capped by a curve through the rate W at which
-	// the throttle came: it rises from Decrease×W steeply at first and
-	// flattens as it nears W at Recovery, then rises again ever faster
-	// past W. A steady limit is thus probed (one 429, one Retry-After
-	// pause) about every 1.5×Recovery instead of every few seconds, and a
-	// raised limit is found within about 2×Recovery. Negative turns the
-	// curve off: plain additive increase. Defaults to 8s.
+	// Recovery shapes the climb after a throttle. Each throttle teaches a
+	// ceiling (the mean effective rate over the 2 s before it); after the
+	// Retry-After pause the effective rate follows a curve, in place of
+	// the additive increase: from Decrease×(the rate at the throttle) it
+	// rises steeply at first and flattens onto a plateau 5% under the
+	// ceiling, which it reaches after Recovery (after 1 s when the throttle
+	// came while probing above a plateau that held), stays there for 5 s,
+	// then probes beyond, slowly at first and ever faster (doubling in
+	// 4 s). A steady limit thus costs one 429 and one pause about every
+	// 9 s, and a raised one is found within about 10 s. Every process
+	// follows the curve of the latest throttle of any process. Negative
+	// turns the curve off: plain additive increase. Defaults to 2s.
 	Recovery time.Duration
 	// MaxHintPenalty caps the pause taken when response headers say the
 	// quota is exhausted until a reset time. Defaults to 5m.
@@ -76,7 +80,7 @@ func (c Config) withDefaults() Config {
 	c.LeaseWindow = cmp.Or(c.LeaseWindow, 100*time.Millisecond)
 	c.PollInterval = cmp.Or(c.PollInterval, 250*time.Millisecond)
 	c.MaxHintPenalty = cmp.Or(c.MaxHintPenalty, 5*time.Minute)
-	c.Recovery = cmp.Or(c.Recovery, 8*time.Second)
+	c.Recovery = cmp.Or(c.Recovery, defaultRecovery)
 	return c
 }
 
@@ -147,11 +151,8 @@ type Shared struct {
 	success  bool          // a success since the last lease
 	hintRate float64       // lowest rate implied by headers since the last lease; 0 none
 	hintStop time.Time     // quota exhausted until this, not yet written to the row
-	// The latest throttle seen here and the effective rate then: the
-	// recovery curve's origin.
-	throttleAt   time.Time
-	throttleRate float64
-	snap         Snapshot
+	curve    *curve        // nil when Recovery is negative
+	snap     Snapshot
 	// Demand: grants in the current and the previous LeaseWindow, so a
 	// lease covers what callers took lately, not only who waits now.
 	demandStart time.Time
@@ -171,6 +172,9 @@ func Open(ctx context.Context, pool *pgxpool.Pool, cfg Config) (*Shared, error) 
 		return nil, fmt.Errorf("open limiter %s: %w", cfg.Name, err)
 	}
 	l := &Shared{pool: pool, cfg: cfg}
+	if cfg.Recovery > 0 {
+		l.curve = newCurve(cfg.Decrease, cfg.Recovery)
+	}
 	l.snap.Name = cfg.Name
 	_, err := pool.Exec(ctx, `
 		INSERT INTO rate_limiters (name, rate, burst, effective_rate, tokens)
@@ -299,9 +303,9 @@ func (l *Shared) fetch(ctx context.Context, now time.Time) error {
 	success, hintRate, hintStop := l.success, l.hintRate, l.hintStop
 	l.success, l.hintRate, l.hintStop = false, 0, time.Time{}
 	floor := l.floor()
-	capRate := hintRate
-	if r := l.recoveryCap(now); r > 0 && (capRate == 0 || r < capRate) {
-		capRate = r
+	var follow float64
+	if l.curve != nil {
+		follow = l.curve.rate(now)
 	}
 	l.mu.Unlock()
 
@@ -311,7 +315,7 @@ func (l *Shared) fetch(ctx context.Context, now time.Time) error {
 	}
 	var res leaseResult
 	if err == nil {
-		res, err = l.lease(ctx, now, want, success, capRate, floor)
+		res, err = l.lease(ctx, now, want, success, hintRate, follow, floor)
 	}
 
 	l.mu.Lock()
@@ -345,31 +349,6 @@ func (l *Shared) fetch(ctx context.Context, now time.Time) error {
 		l.slots = append(l.slots, res.t0.Add(durationOf((float64(i)-res.avail)/res.row.EffectiveRate)))
 	}
 	return nil
-}
-
-// recoveryCap returns the recovery curve's cap on the effective rate at
-// now, or 0 for none (no throttle seen, the curve is off, or it has risen
-// past the configured rate). Called with l.mu held.
-//
-// With W the rate at the throttle, b = Decrease, K = Recovery and x the
-// time since the throttle, the cap is W×(1 − (1−b)(1 − x/K)³) up to K and
-// W×(1 + 2((x−K)/K)³) after: the shape of TCP CUBIC's window.
-func (l *Shared) recoveryCap(now time.Time) float64 {
-	if l.cfg.Recovery < 0 || l.throttleAt.IsZero() || l.throttleRate <= 0 {
-		return 0
-	}
-	x := now.Sub(l.throttleAt).Seconds() / l.cfg.Recovery.Seconds()
-	var r float64
-	if x < 1 {
-		r = l.throttleRate * (1 - (1-l.cfg.Decrease)*math.Pow(1-max(x, 0), 3))
-	} else {
-		r = l.throttleRate * (1 + 2*math.Pow(x-1, 3))
-	}
-	if r >= l.snap.Rate {
-		l.throttleAt = time.Time{}
-		return 0
-	}
-	return r
 }
 
 // noteGrant counts a grant at now for the demand estimate. Called with l.mu
@@ -426,8 +405,20 @@ func (l *Shared) apply(r rowState, now time.Time) {
 		// Slots leased under the old settings may be too dense now.
 		l.slots = nil
 	}
+	if l.curve != nil && r.Throttles > l.snap.Throttles && !l.snap.ReadAt.IsZero() {
+		// Another process was throttled (or this one, already counted):
+		// follow the same curve, from the rate before the decrease.
+		resume := now
+		if r.PenaltyUntil != nil {
+			resume = *r.PenaltyUntil
+		}
+		l.curve.throttled(now, l.snap.EffectiveRate, resume)
+	}
 	l.snap.Rate, l.snap.Burst, l.snap.EffectiveRate, l.snap.Throttles = r.Rate, r.Burst, r.EffectiveRate, r.Throttles
 	l.snap.ReadAt = now
+	if l.curve != nil {
+		l.curve.observe(now, r.EffectiveRate)
+	}
 	if r.PenaltyUntil != nil {
 		l.snap.PenaltyUntil = *r.PenaltyUntil
 		if r.PenaltyUntil.After(l.penalty) {
@@ -491,12 +482,13 @@ type leaseResult struct {
 }
 
 // leaseSQL refills the bucket to $2 at the old effective rate, grants up to
-// $3 tokens that are due within $4 seconds (none during a penalty), applies
-// the additive increase ($5: a success was seen) and the header cap ($6),
-// keeps the effective rate within [floor $7, rate] and returns the grant
-// with the row. The increase mirrors AIMD.Succeeded: $8 of the rate per
-// second since the later of the last increase and the end of the hold,
-// counting at most one second.
+// $3 tokens that are due within $4 seconds (none during a penalty), sets the
+// effective rate to the recovery curve's rate ($9, mirroring AIMD.Follow) or
+// else applies the additive increase ($5: a success was seen), applies the
+// header cap ($6), keeps the effective rate within [floor $7, rate] and
+// returns the grant with the row. The increase mirrors AIMD.Succeeded: $8 of
+// the rate per second since the later of the last increase and the end of
+// the hold, counting at most one second.
 const leaseSQL = `
 WITH cur AS (
     SELECT name, rate, burst, effective_rate, decrease_hold_until, increased_at,
@@ -520,22 +512,25 @@ UPDATE rate_limiters r
    SET tokens = next.avail - next.n,
        updated_at = next.t0,
        effective_rate = greatest(least($7::float8, r.rate), least(r.rate,
-           r.effective_rate + CASE WHEN next.grow THEN r.rate * $8::float8 * least(1, greatest(0,
+           coalesce($9::float8, r.effective_rate + CASE WHEN next.grow THEN r.rate * $8::float8 * least(1, greatest(0,
                extract(epoch FROM ($2::timestamptz - coalesce(greatest(r.increased_at, r.decrease_hold_until), $2::timestamptz))))::float8)
-               ELSE 0 END,
+               ELSE 0 END),
            coalesce($6::float8, 'Infinity'::float8))),
-       increased_at = CASE WHEN next.grow THEN $2::timestamptz ELSE r.increased_at END
+       increased_at = CASE WHEN next.grow OR $9::float8 IS NOT NULL THEN $2::timestamptz ELSE r.increased_at END
   FROM next
  WHERE r.name = next.name
 RETURNING next.n, next.avail, next.t0, next.penalised, r.rate, r.burst, r.effective_rate, r.penalty_until, r.throttles`
 
-func (l *Shared) lease(ctx context.Context, now time.Time, want int, success bool, hintRate, floor float64) (leaseResult, error) {
+func (l *Shared) lease(ctx context.Context, now time.Time, want int, success bool, hintRate, follow, floor float64) (leaseResult, error) {
 	var res leaseResult
-	var hint *float64
+	var hint, curve *float64
 	if hintRate > 0 {
 		hint = &hintRate
 	}
-	err := l.pool.QueryRow(ctx, leaseSQL, l.cfg.Name, now, want, l.cfg.LeaseWindow.Seconds(), success, hint, floor, l.cfg.Increase).
+	if follow > 0 {
+		curve = &follow
+	}
+	err := l.pool.QueryRow(ctx, leaseSQL, l.cfg.Name, now, want, l.cfg.LeaseWindow.Seconds(), success, hint, floor, l.cfg.Increase, curve).
 		Scan(append([]any{&res.n, &res.avail, &res.t0, &res.penalised}, res.row.dest()...)...)
 	l.mu.Lock()
 	l.snap.RoundTrips++
@@ -606,9 +601,9 @@ func (l *Shared) Throttled(ctx context.Context, retryAfter time.Duration) error 
 		l.penalty = until
 	}
 	l.slots = nil
-	// The 429s of calls already in flight belong to the same throttle.
-	if l.throttleAt.IsZero() || now.Sub(l.throttleAt) >= max(retryAfter, minHold) {
-		l.throttleAt, l.throttleRate = now, l.snap.EffectiveRate
+	if l.curve != nil {
+		// The 429s of calls already in flight belong to the same throttle.
+		l.curve.throttled(now, l.snap.EffectiveRate, until)
 	}
 	l.mu.Unlock()
 	if err := l.penalise(ctx, now, until, l.cfg.Decrease); err != nil {
