@@ -219,12 +219,11 @@ func (c *Consumer) Run(ctx context.Context) error {
 		})
 	}
 
-	// The buffer holds a second batch while the workers run the first, so
-	// the claimer fetches full batches instead of one message per freed
-	// slot (two queries each).
+	// Workers hand results to the recorder without waiting for its
+	// commit: a full batch fits in the channel.
 	var recorded chan struct{}
 	if c.cfg.RecordBatch > 1 {
-		results := make(chan result, c.cfg.Concurrency)
+		results := make(chan result, c.cfg.RecordBatch)
 		c.results = results
 		recorded = make(chan struct{})
 		go func() {
@@ -233,7 +232,11 @@ func (c *Consumer) Run(ctx context.Context) error {
 		}()
 	}
 
-	jobs := make(chan job, 2*c.cfg.Concurrency)
+	// The buffer holds a second batch while the workers run the first, so
+	// the claimer fetches full batches instead of one message per freed
+	// slot (two queries and a commit each). At least 64: fast workers
+	// empty a small buffer before the next claim commits.
+	jobs := make(chan job, max(2*c.cfg.Concurrency, 64))
 	taken := make(chan struct{}, 1)
 	var wg sync.WaitGroup
 	var busy atomic.Int64
