@@ -152,7 +152,10 @@ type Shared struct {
 	hintRate float64       // lowest rate implied by headers since the last lease; 0 none
 	hintStop time.Time     // quota exhausted until this, not yet written to the row
 	curve    *curve        // nil when Recovery is negative
-	snap     Snapshot
+	// lastGrant is the latest time handed to a caller, so late slots are
+	// paced after it.
+	lastGrant time.Time
+	snap      Snapshot
 	// Demand: grants in the current and the previous LeaseWindow, so a
 	// lease covers what callers took lately, not only who waits now.
 	demandStart time.Time
@@ -238,8 +241,9 @@ func (l *Shared) Wait(ctx context.Context) error {
 		if len(l.slots) > 0 {
 			slot := l.slots[0]
 			l.slots = l.slots[1:]
+			at := l.grantTime(slot, now)
 			l.mu.Unlock()
-			if err := sleep(ctx, slot.Sub(now)); err != nil {
+			if err := sleep(ctx, at.Sub(now)); err != nil {
 				l.mu.Lock()
 				l.slots = append([]time.Time{slot}, l.slots...)
 				l.mu.Unlock()
@@ -353,6 +357,31 @@ func (l *Shared) fetch(ctx context.Context, now time.Time) error {
 
 // noteGrant counts a grant at now for the demand estimate. Called with l.mu
 // held.
+// grantTime is when a leased slot may be used: at the slot, or, for a slot
+// already past, no sooner than one interval at the effective rate after the
+// previous grant. Spending late slots at once would squeeze calls closer
+// together than the row spaced them, and a provider whose bucket is no larger
+// than ours would answer 429; paced, lateness becomes headroom at the
+// provider instead. Called with l.mu held; it reserves the time it returns.
+func (l *Shared) grantTime(slot, now time.Time) time.Time {
+	at := slot
+	if now.After(slot) {
+		at = now
+		if rate := l.snap.EffectiveRate; rate > 0 {
+			at = later(at, l.lastGrant.Add(time.Duration(float64(time.Second)/rate)))
+		}
+	}
+	l.lastGrant = later(l.lastGrant, at)
+	return at
+}
+
+func later(a, b time.Time) time.Time {
+	if b.After(a) {
+		return b
+	}
+	return a
+}
+
 func (l *Shared) noteGrant(now time.Time) {
 	l.demand(now)
 	l.demandNow++
