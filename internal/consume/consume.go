@@ -112,6 +112,9 @@ type Consumer struct {
 	cfg     Config
 	stats   Stats
 	results chan<- result // to the recorder; nil: record in the worker
+	// runDone wakes an idle claimer when a recorded change completed a
+	// run, so UntilDone returns without waiting out IdleWait.
+	runDone chan struct{}
 
 	rndMu sync.Mutex
 	rnd   *rand.Rand
@@ -131,7 +134,7 @@ func New(pool *pgxpool.Pool, q *queue.Queue, lim *limiter.Shared, client *provid
 		return nil, fmt.Errorf("consume: RecordBatch %d: want at least 1", cfg.RecordBatch)
 	}
 	return &Consumer{pool: pool, queue: q, limiter: lim, client: client, cfg: cfg,
-		rnd: rand.New(rand.NewPCG(cfg.Seed, cfg.Seed>>1|1))}, nil
+		runDone: make(chan struct{}, 1), rnd: rand.New(rand.NewPCG(cfg.Seed, cfg.Seed>>1|1))}, nil
 }
 
 // Stats counts what a consumer did. Read it with Snapshot; it is safe for
@@ -333,11 +336,45 @@ func (c *Consumer) claimLoop(ctx context.Context, jobs chan<- job, taken <-chan 
 				return nil
 			}
 		}
-		if err := listener.Wait(ctx, c.cfg.IdleWait); err != nil {
+		if err := c.idle(ctx, listener); err != nil {
 			return err
 		}
 	}
 	return ctx.Err()
+}
+
+// idle waits for the queue listener; with UntilDone, also for a run to
+// complete, which may be the last one.
+func (c *Consumer) idle(ctx context.Context, listener *queue.Listener) error {
+	if !c.cfg.UntilDone {
+		return listener.Wait(ctx, c.cfg.IdleWait)
+	}
+	waitCtx, wake := context.WithCancel(ctx)
+	defer wake()
+	stop := make(chan struct{})
+	defer close(stop)
+	go func() {
+		select {
+		case <-c.runDone:
+			wake()
+		case <-stop:
+		}
+	}()
+	if err := listener.Wait(waitCtx, c.cfg.IdleWait); err != nil && ctx.Err() != nil {
+		return err
+	}
+	return nil
+}
+
+// completed notes the runs a recorded transaction completed.
+func (c *Consumer) completed(res ledger.Result) {
+	if len(res.RunsCompleted) == 0 {
+		return
+	}
+	select {
+	case c.runDone <- struct{}{}:
+	default:
+	}
 }
 
 // claim claims up to n messages and loads their items in one query.
@@ -595,11 +632,16 @@ func (c *Consumer) settleBatch(ctx context.Context, batch []result) {
 		slices.SortFunc(batch, func(a, b result) int {
 			return cmp.Or(bytes.Compare(a.j.d.RunID[:], b.j.d.RunID[:]), cmp.Compare(a.j.d.TransactionID, b.j.d.TransactionID))
 		})
-		err := pgx.BeginFunc(ctx, c.pool, func(tx pgx.Tx) error { return c.recordBatch(ctx, tx, batch) })
+		var res ledger.Result
+		err := pgx.BeginFunc(ctx, c.pool, func(tx pgx.Tx) (err error) {
+			res, err = c.recordBatch(ctx, tx, batch)
+			return err
+		})
 		if err == nil {
 			for _, r := range batch {
 				c.count(r.s)
 			}
+			c.completed(res)
 			return
 		}
 		if ctx.Err() != nil {
@@ -615,21 +657,22 @@ func (c *Consumer) settleBatch(ctx context.Context, batch []result) {
 // recordBatch records a batch sorted by item in tx: every item's change in
 // one ledger batch, the rare retries and dead letters one by one, and the
 // acks in one statement.
-func (c *Consumer) recordBatch(ctx context.Context, tx pgx.Tx, batch []result) error {
+func (c *Consumer) recordBatch(ctx context.Context, tx pgx.Tx, batch []result) (ledger.Result, error) {
 	changes := make([]ledger.Change, 0, len(batch))
 	for _, r := range batch {
 		if ch, ok := c.changeOf(r.j, r.s); ok {
 			changes = append(changes, ch)
 		}
 	}
-	if _, err := ledger.RecordBatch(ctx, tx, changes); err != nil {
-		return err
+	res, err := ledger.RecordBatch(ctx, tx, changes)
+	if err != nil {
+		return res, err
 	}
 	var acks []queue.Delivery
 	for _, r := range batch {
 		if r.s.retry || r.s.deadLetter {
 			if err := c.settleMessage(ctx, tx, r.j, r.s); err != nil {
-				return err
+				return res, err
 			}
 			continue
 		}
@@ -637,12 +680,12 @@ func (c *Consumer) recordBatch(ctx context.Context, tx pgx.Tx, batch []result) e
 	}
 	stale, err := c.queue.AckBatch(ctx, tx, acks)
 	if err != nil {
-		return err
+		return res, err
 	}
 	if len(stale) > 0 {
-		return fmt.Errorf("ack %d messages: %w", len(stale), queue.ErrStaleLease)
+		return res, fmt.Errorf("ack %d messages: %w", len(stale), queue.ErrStaleLease)
 	}
-	return nil
+	return res, nil
 }
 
 // settleOne records s in one transaction: the item's state change and
@@ -651,10 +694,15 @@ func (c *Consumer) recordBatch(ctx context.Context, tx pgx.Tx, batch []result) e
 // after that the message comes back by itself.
 func (c *Consumer) settleOne(ctx context.Context, logger *slog.Logger, j job, s settlement) error {
 	for failures := 0; ; failures++ {
-		err := pgx.BeginFunc(ctx, c.pool, func(tx pgx.Tx) error { return c.record(ctx, tx, j, s) })
+		var res ledger.Result
+		err := pgx.BeginFunc(ctx, c.pool, func(tx pgx.Tx) (err error) {
+			res, err = c.record(ctx, tx, j, s)
+			return err
+		})
 		switch {
 		case err == nil:
 			c.count(s)
+			c.completed(res)
 			return nil
 		case errors.Is(err, queue.ErrStaleLease):
 			c.stats.stale.Add(1)
@@ -682,13 +730,15 @@ func (c *Consumer) settleOne(ctx context.Context, logger *slog.Logger, j job, s 
 
 // record records s in tx: the item's change, if any, and the message's ack,
 // reschedule or dead letter.
-func (c *Consumer) record(ctx context.Context, tx pgx.Tx, j job, s settlement) error {
+func (c *Consumer) record(ctx context.Context, tx pgx.Tx, j job, s settlement) (ledger.Result, error) {
+	var res ledger.Result
 	if ch, ok := c.changeOf(j, s); ok {
-		if _, err := ledger.Record(ctx, tx, ch); err != nil {
-			return err
+		var err error
+		if res, err = ledger.Record(ctx, tx, ch); err != nil {
+			return res, err
 		}
 	}
-	return c.settleMessage(ctx, tx, j, s)
+	return res, c.settleMessage(ctx, tx, j, s)
 }
 
 // settleMessage acks, reschedules or dead-letters j's message in tx.

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -395,6 +396,26 @@ func TestShutdownReleasesUnstartedMessages(t *testing.T) {
 	acked := c.Snapshot().Acked
 	if stats.InFlight != 0 || stats.Available != 200-acked {
 		t.Fatalf("after shutdown: queue %+v with %d acked; want nothing in flight and the rest available", stats, acked)
+	}
+}
+
+// TestUntilDoneReturnsWhenTheRunCompletes gives the idle claimer a
+// ten-minute sleep: the consumer must still return as soon as the last item
+// is recorded, woken by the run's completion, with batching and without.
+func TestUntilDoneReturnsWhenTheRunCompletes(t *testing.T) {
+	t.Parallel()
+	for _, batch := range []int{0, 1} {
+		t.Run(fmt.Sprintf("record batch %d", batch), func(t *testing.T) {
+			t.Parallel()
+			b := setup(t, options{items: 100})
+			c, _ := b.consumer(t, "", 1000, 100, consume.Config{Concurrency: 4, RecordBatch: batch, IdleWait: 10 * time.Minute})
+			// Under the queue's 30 s visibility: without the wake-up, the
+			// claimer sleeps until the last leases would expire.
+			if err := runWithin(t, c, 20*time.Second); err != nil {
+				t.Fatal(err)
+			}
+			b.checkInvariants(t)
+		})
 	}
 }
 
