@@ -481,6 +481,10 @@ func (l *Shared) poll(ctx context.Context) {
 	defer l.polled.Done()
 	t := time.NewTicker(l.cfg.PollInterval)
 	defer t.Stop()
+	// During an outage the poll fails four times a second: warn at the
+	// first failure and then every pollWarnEvery, with the count.
+	var failures int
+	var warned time.Time
 	for {
 		select {
 		case <-ctx.Done():
@@ -494,12 +498,26 @@ func (l *Shared) poll(ctx context.Context) {
 			continue
 		}
 		rctx, cancel := context.WithTimeout(ctx, 5*l.cfg.PollInterval)
-		if err := l.read(rctx); err != nil && ctx.Err() == nil {
-			l.cfg.Logger.Warn("limiter poll failed", "limiter", l.cfg.Name, "err", err)
-		}
+		err := l.read(rctx)
 		cancel()
+		switch {
+		case ctx.Err() != nil:
+			return
+		case err != nil:
+			failures++
+			if now := time.Now(); failures == 1 || now.Sub(warned) >= pollWarnEvery {
+				l.cfg.Logger.Warn("limiter poll failed", "limiter", l.cfg.Name, "failures", failures, "err", err)
+				warned = now
+			}
+		case failures > 0:
+			l.cfg.Logger.Info("limiter poll recovered", "limiter", l.cfg.Name, "failures", failures)
+			failures = 0
+		}
 	}
 }
+
+// pollWarnEvery spaces the warnings of a failing poll.
+const pollWarnEvery = 30 * time.Second
 
 type leaseResult struct {
 	row          rowState

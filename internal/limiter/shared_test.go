@@ -3,6 +3,7 @@ package limiter
 import (
 	"context"
 	"errors"
+	"log/slog"
 	"math"
 	"sync"
 	"testing"
@@ -381,5 +382,48 @@ func TestSharedRecoveryCurve(t *testing.T) {
 		if r, w := p.Snapshot().EffectiveRate, curve(float64(x)); math.Abs(r-w) > 1e-6 {
 			t.Fatalf("%d s after the throttle: rate %v, want %v", x, r, w)
 		}
+	}
+}
+
+// countingHandler counts log records by message.
+type countingHandler struct {
+	mu     sync.Mutex
+	counts map[string]int
+}
+
+func (h *countingHandler) Enabled(context.Context, slog.Level) bool { return true }
+func (h *countingHandler) WithAttrs([]slog.Attr) slog.Handler       { return h }
+func (h *countingHandler) WithGroup(string) slog.Handler            { return h }
+func (h *countingHandler) Handle(_ context.Context, r slog.Record) error {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.counts[r.Message]++
+	return nil
+}
+
+func (h *countingHandler) count(msg string) int {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.counts[msg]
+}
+
+// TestPollWarnsOncePerOutage polls a database that has gone away every
+// millisecond: the first failure is a warning, the following ones within
+// the warning interval are not.
+func TestPollWarnsOncePerOutage(t *testing.T) {
+	t.Parallel()
+	pool, _ := twoPools(t)
+	logs := &countingHandler{counts: map[string]int{}}
+	l := openShared(t, pool, Config{PollInterval: time.Millisecond, Logger: slog.New(logs)})
+	pool.Close()
+	before := l.Snapshot().RoundTrips
+	for deadline := time.Now().Add(20 * time.Second); l.Snapshot().RoundTrips < before+20; {
+		if time.Now().After(deadline) {
+			t.Fatalf("the poll made %d reads in 20 s, want 20", l.Snapshot().RoundTrips-before)
+		}
+		time.Sleep(time.Millisecond)
+	}
+	if got := logs.count("limiter poll failed"); got != 1 {
+		t.Errorf("%d warnings for %d failed polls, want 1", got, l.Snapshot().RoundTrips-before)
 	}
 }
