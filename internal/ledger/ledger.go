@@ -499,12 +499,7 @@ const (
 		       p.provider_calls, p.throttles, coalesce(k.at, now()), k.actor
 		  FROM unnest($1::uuid[], $2::text[], $3::timestamptz[], $4::text[]) AS k(run_id, account_id, at, actor)
 		  JOIN account_progress p USING (run_id, account_id)
-		ON CONFLICT (run_id, account_id) DO UPDATE SET
-		       round = c.round + 1, items = excluded.items, matched = excluded.matched,
-		       mismatched = excluded.mismatched, missing = excluded.missing,
-		       dead_lettered = excluded.dead_lettered, provider_calls = excluded.provider_calls,
-		       throttles = excluded.throttles, completed_at = excluded.completed_at,
-		       completed_by = excluded.completed_by`
+		ON CONFLICT (run_id, account_id) DO UPDATE SET ` + completeAgain
 
 	// lockRun is taken only by transactions that emptied a shard of the
 	// run, so at most one per shard ever waits on it. FOR NO KEY UPDATE,
@@ -529,7 +524,11 @@ const (
 		SELECT $1, matched + mismatched + missing + dead_lettered, matched, mismatched, missing, dead_lettered,
 		       provider_calls, throttles, coalesce($2, now()), $3
 		  FROM totals
-		ON CONFLICT (run_id) DO UPDATE SET
+		ON CONFLICT (run_id) DO UPDATE SET ` + completeAgain
+
+	// completeAgain replaces a completion record when requeued items
+	// finished an account or a run a second time.
+	completeAgain = `
 		       round = c.round + 1, items = excluded.items, matched = excluded.matched,
 		       mismatched = excluded.mismatched, missing = excluded.missing,
 		       dead_lettered = excluded.dead_lettered, provider_calls = excluded.provider_calls,

@@ -50,14 +50,9 @@ func seedRun(t testing.TB, pool *pgxpool.Pool, n, accounts int) uuid.UUID {
 	return runID
 }
 
+// record applies one change in its own transaction.
 func record(ctx context.Context, pool *pgxpool.Pool, c ledger.Change) (ledger.Result, error) {
-	var res ledger.Result
-	err := pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
-		var err error
-		res, err = ledger.Record(ctx, tx, c)
-		return err
-	})
-	return res, err
+	return recordBatch(ctx, pool, []ledger.Change{c})
 }
 
 func TestRecordIsConditional(t *testing.T) {
@@ -111,38 +106,47 @@ func TestCompletionJoinExactlyOnce(t *testing.T) {
 
 	outcomes := []ledger.State{ledger.Matched, ledger.Mismatched, ledger.Missing, ledger.DeadLettered}
 	next := atomic.Int64{}
-	var runDone, accountsDone atomic.Int64
+	var join joinCounter
+	drive(t, workers, func(rnd *rand.Rand) error {
+		for {
+			i := next.Add(1) - 1
+			if i >= n {
+				return nil
+			}
+			id := fmt.Sprintf("tx%05d", i)
+			// Some items take a retry first, so both kinds of change interleave.
+			from := ledger.Queued
+			if rnd.IntN(4) == 0 {
+				if _, err := record(ctx, pool, ledger.Change{RunID: runID, TransactionID: id, From: ledger.Queued,
+					To: ledger.RetryScheduled, Called: true, Attempt: 1, HTTPStatus: 503, Reason: "http_503", Actor: "test"}); err != nil {
+					return err
+				}
+				from = ledger.RetryScheduled
+			}
+			res, err := record(ctx, pool, ledger.Change{RunID: runID, TransactionID: id, From: from,
+				To: outcomes[rnd.IntN(len(outcomes))], Called: true, Attempt: 2, Reason: "test", Actor: "test"})
+			if err != nil {
+				return err
+			}
+			join.add(res)
+		}
+	})
+	join.check(t, accounts)
+	assertCompletionTotals(t, pool, runID, accounts, 1)
+}
+
+// drive runs work on the given number of goroutines, each with its own
+// random source, and fails the test with the first error any returns.
+func drive(t *testing.T, workers int, work func(rnd *rand.Rand) error) {
+	t.Helper()
 	var wg sync.WaitGroup
 	errs := make(chan error, workers)
 	for w := range workers {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			rnd := rand.New(rand.NewPCG(uint64(w), 1))
-			for {
-				i := next.Add(1) - 1
-				if i >= n {
-					return
-				}
-				id := fmt.Sprintf("tx%05d", i)
-				// Some items take a retry first, so both kinds of change interleave.
-				from := ledger.Queued
-				if rnd.IntN(4) == 0 {
-					if _, err := record(ctx, pool, ledger.Change{RunID: runID, TransactionID: id, From: ledger.Queued,
-						To: ledger.RetryScheduled, Called: true, Attempt: 1, HTTPStatus: 503, Reason: "http_503", Actor: "test"}); err != nil {
-						errs <- err
-						return
-					}
-					from = ledger.RetryScheduled
-				}
-				res, err := record(ctx, pool, ledger.Change{RunID: runID, TransactionID: id, From: from,
-					To: outcomes[rnd.IntN(len(outcomes))], Called: true, Attempt: 2, Reason: "test", Actor: "test"})
-				if err != nil {
-					errs <- err
-					return
-				}
-				runDone.Add(int64(len(res.RunsCompleted)))
-				accountsDone.Add(int64(res.AccountsCompleted))
+			if err := work(rand.New(rand.NewPCG(uint64(w), 1))); err != nil {
+				errs <- err
 			}
 		}()
 	}
@@ -151,13 +155,27 @@ func TestCompletionJoinExactlyOnce(t *testing.T) {
 	for err := range errs {
 		t.Fatal(err)
 	}
-	if got := runDone.Load(); got != 1 {
+}
+
+// joinCounter adds up the completions that concurrent recorders report.
+type joinCounter struct {
+	runs, accounts atomic.Int64
+}
+
+func (j *joinCounter) add(res ledger.Result) {
+	j.runs.Add(int64(len(res.RunsCompleted)))
+	j.accounts.Add(int64(res.AccountsCompleted))
+}
+
+// check expects one run completion and one per account.
+func (j *joinCounter) check(t *testing.T, accounts int) {
+	t.Helper()
+	if got := j.runs.Load(); got != 1 {
 		t.Errorf("run completed %d times, want 1", got)
 	}
-	if got := accountsDone.Load(); got != accounts {
+	if got := j.accounts.Load(); got != int64(accounts) {
 		t.Errorf("accounts completed %d times, want %d", got, accounts)
 	}
-	assertCompletionTotals(t, pool, runID, accounts, 1)
 }
 
 // assertCompletionTotals checks the run's and every account's completion
@@ -214,6 +232,7 @@ func assertCompletionTotals(t *testing.T, pool *pgxpool.Pool, runID uuid.UUID, a
 	}
 }
 
+// recordBatch applies cs in one transaction.
 func recordBatch(ctx context.Context, pool *pgxpool.Pool, cs []ledger.Change) (ledger.Result, error) {
 	var res ledger.Result
 	err := pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
@@ -237,62 +256,43 @@ func TestRecordBatchCompletesExactlyOnce(t *testing.T) {
 
 	outcomes := []ledger.State{ledger.Matched, ledger.Mismatched, ledger.Missing, ledger.DeadLettered}
 	next := atomic.Int64{}
-	var runDone, accountsDone atomic.Int64
-	var wg sync.WaitGroup
-	errs := make(chan error, workers)
-	for w := range workers {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			rnd := rand.New(rand.NewPCG(uint64(w), 2))
-			for {
-				size := 1 + rnd.IntN(40)
-				first := next.Add(int64(size)) - int64(size)
-				if first >= n {
-					return
-				}
-				var retries, finals []ledger.Change
-				for i := first; i < min(first+int64(size), n); i++ {
-					id := fmt.Sprintf("tx%05d", i)
-					from := ledger.Queued
-					if rnd.IntN(3) == 0 {
-						throttled := rnd.IntN(2) == 0
-						retries = append(retries, ledger.Change{RunID: runID, TransactionID: id, From: ledger.Queued,
-							To: ledger.RetryScheduled, Called: true, Throttled: throttled, Attempt: 1, HTTPStatus: 429,
-							Reason: "throttled", RetryAfter: time.Second, Actor: "test"})
-						from = ledger.RetryScheduled
-					}
-					final := ledger.Change{RunID: runID, TransactionID: id, From: from,
-						To: outcomes[rnd.IntN(len(outcomes))], Called: true, Attempt: 2, HTTPStatus: 200, Reason: "test", Actor: "test"}
-					if final.To == ledger.Mismatched {
-						final.Provider = &ledger.Provider{AmountMinor: 1, Currency: "USD", Status: "failed"}
-						final.Differences = []ledger.Difference{{Field: "amount_minor", Expected: "100", Provider: "1"}}
-					}
-					finals = append(finals, final)
-				}
-				for _, cs := range [][]ledger.Change{retries, finals} {
-					res, err := recordBatch(ctx, pool, cs)
-					if err != nil {
-						errs <- err
-						return
-					}
-					runDone.Add(int64(len(res.RunsCompleted)))
-					accountsDone.Add(int64(res.AccountsCompleted))
-				}
+	var join joinCounter
+	drive(t, workers, func(rnd *rand.Rand) error {
+		for {
+			size := 1 + rnd.IntN(40)
+			first := next.Add(int64(size)) - int64(size)
+			if first >= n {
+				return nil
 			}
-		}()
-	}
-	wg.Wait()
-	close(errs)
-	for err := range errs {
-		t.Fatal(err)
-	}
-	if got := runDone.Load(); got != 1 {
-		t.Errorf("run completed %d times, want 1", got)
-	}
-	if got := accountsDone.Load(); got != accounts {
-		t.Errorf("accounts completed %d times, want %d", got, accounts)
-	}
+			var retries, finals []ledger.Change
+			for i := first; i < min(first+int64(size), n); i++ {
+				id := fmt.Sprintf("tx%05d", i)
+				from := ledger.Queued
+				if rnd.IntN(3) == 0 {
+					throttled := rnd.IntN(2) == 0
+					retries = append(retries, ledger.Change{RunID: runID, TransactionID: id, From: ledger.Queued,
+						To: ledger.RetryScheduled, Called: true, Throttled: throttled, Attempt: 1, HTTPStatus: 429,
+						Reason: "throttled", RetryAfter: time.Second, Actor: "test"})
+					from = ledger.RetryScheduled
+				}
+				final := ledger.Change{RunID: runID, TransactionID: id, From: from,
+					To: outcomes[rnd.IntN(len(outcomes))], Called: true, Attempt: 2, HTTPStatus: 200, Reason: "test", Actor: "test"}
+				if final.To == ledger.Mismatched {
+					final.Provider = &ledger.Provider{AmountMinor: 1, Currency: "USD", Status: "failed"}
+					final.Differences = []ledger.Difference{{Field: "amount_minor", Expected: "100", Provider: "1"}}
+				}
+				finals = append(finals, final)
+			}
+			for _, cs := range [][]ledger.Change{retries, finals} {
+				res, err := recordBatch(ctx, pool, cs)
+				if err != nil {
+					return err
+				}
+				join.add(res)
+			}
+		}
+	})
+	join.check(t, accounts)
 	assertCompletionTotals(t, pool, runID, accounts, 1)
 	var transitions, diffs int
 	if err := pool.QueryRow(ctx, `
