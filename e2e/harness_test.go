@@ -5,7 +5,10 @@
 // The light scenarios (a small crash run, bad input, secrets) run with
 // `go test ./...`; the full suite needs the e2e build tag:
 //
-//	go test -tags e2e -timeout 60m -v ./e2e/
+//	go test -count=1 -tags e2e -timeout 60m -v ./e2e/
+//
+// -count=1 matters: the suite builds the binary itself, so Go's test cache
+// cannot tell when the code under test changed.
 package e2e
 
 import (
