@@ -579,9 +579,12 @@ func TestSoak(t *testing.T) {
 		s.done, _ = w.progress(t, dy.date)
 		return s
 	}
-	waitFor(t, 2*time.Minute, func() (bool, string) {
+	// The first sample comes after warm-up: a consumer opens a provider
+	// connection (two goroutines) each time its in-flight calls reach a new
+	// peak, which can take several seconds of a fast run.
+	waitFor(t, 5*time.Minute, func() (bool, string) {
 		done, _ := w.progress(t, dy.date)
-		return done >= items/20 && metricsURL(consumers[0]) != "" && metricsURL(consumers[1]) != "",
+		return done >= items/5 && metricsURL(consumers[0]) != "" && metricsURL(consumers[1]) != "",
 			fmt.Sprintf("%d done", done)
 	})
 	first := take()
@@ -600,7 +603,8 @@ func TestSoak(t *testing.T) {
 
 	for i := range consumers {
 		// Flat: a little growth from warm-up caches, no growth in
-		// proportion to the items processed (19 times as many at the end).
+		// proportion to the items processed (almost 5 times as many at the
+		// end).
 		if grow := last.rss[i] - first.rss[i]; grow > 32<<10 && float64(last.rss[i]) > 1.5*float64(first.rss[i]) {
 			t.Errorf("consumer %d: RSS grew from %d KiB to %d KiB", i, first.rss[i], last.rss[i])
 		}
