@@ -141,6 +141,9 @@ func RecordBatch(ctx context.Context, tx DB, cs []Change) (Result, error) {
 	}
 	var a changeArrays
 	for _, c := range cs {
+		if c.From.Terminal() {
+			return Result{}, fmt.Errorf("record %s→%s for %s: a terminal item changes only through Requeue", c.From, c.To, c.TransactionID)
+		}
 		if err := a.add(c); err != nil {
 			return Result{}, err
 		}
@@ -154,8 +157,7 @@ func RecordBatch(ctx context.Context, tx DB, cs []Change) (Result, error) {
 	}
 	b.Queue(changeItems, a.runs, a.ids, a.from, a.to, a.called, a.throttled, a.at, a.answered,
 		a.provAmount, a.provCurrency, a.provStatus, a.diffs, a.httpStatus, a.reason)
-	b.Queue(insertTransitions, a.runs, a.ids, a.from, a.to, a.at, a.attempt, a.httpStatus, a.reason,
-		a.retryAfter, a.details, a.actor)
+	a.queueTransitions(b)
 	var changed []changedRow
 	err := func() error {
 		br := tx.SendBatch(ctx, b)
@@ -347,9 +349,6 @@ type changeArrays struct {
 }
 
 func (a *changeArrays) add(c Change) error {
-	if c.From.Terminal() {
-		return fmt.Errorf("record %s→%s for %s: a terminal item changes only through Requeue", c.From, c.To, c.TransactionID)
-	}
 	var prov Provider
 	if c.Provider != nil {
 		prov = *c.Provider
@@ -389,6 +388,12 @@ func (a *changeArrays) add(c Change) error {
 		a.closingIDs = append(a.closingIDs, c.TransactionID)
 	}
 	return nil
+}
+
+// queueTransitions queues the insertion of the changes' transition rows.
+func (a *changeArrays) queueTransitions(b *pgx.Batch) {
+	b.Queue(insertTransitions, a.runs, a.ids, a.from, a.to, a.at, a.attempt, a.httpStatus, a.reason,
+		a.retryAfter, a.details, a.actor)
 }
 
 // The statements of a batch; each takes the changes as parallel arrays.
@@ -574,10 +579,15 @@ func Requeue(ctx context.Context, tx DB, runID uuid.UUID, transactionIDs []strin
 	for i, r := range items {
 		ids[i], accounts[i], shards[i], attempts[i], throttles[i] = r.ID, r.Account, r.Shard, r.Attempts, r.Throttles
 	}
-	b := &pgx.Batch{}
+	var a changeArrays
 	for _, id := range ids {
-		b.Queue(insertTransition, runID, id, string(DeadLettered), string(Queued), nullTime(at), 0, nil, reason, nil, nil, actor)
+		if err := a.add(Change{RunID: runID, TransactionID: id, From: DeadLettered, To: Queued,
+			Reason: reason, Actor: actor, At: at}); err != nil {
+			return nil, err
+		}
 	}
+	b := &pgx.Batch{}
+	a.queueTransitions(b)
 	b.Queue(`UPDATE account_progress p SET `+reopen+`
 	           FROM (SELECT g, count(*) AS n, sum(calls) AS calls, sum(throttles) AS throttles
 	                   FROM unnest($2::text[], $3::int[], $4::int[]) AS u(g, calls, throttles) GROUP BY g) r
@@ -596,10 +606,6 @@ func Requeue(ctx context.Context, tx DB, runID uuid.UUID, transactionIDs []strin
 // reopen takes requeued dead letters out of a counter row's totals.
 const reopen = `remaining = p.remaining + r.n, dead_lettered = p.dead_lettered - r.n,
 	               provider_calls = p.provider_calls - r.calls, throttles = p.throttles - r.throttles`
-
-const insertTransition = `
-	INSERT INTO transitions (run_id, transaction_id, from_state, to_state, at, attempt, http_status, reason, retry_after_ms, details, actor)
-	VALUES ($1, $2, $3, $4, coalesce($5, now()), $6, $7, $8, $9, $10, $11)`
 
 func encodeDetails(c Change) (*string, error) {
 	d := c.Details

@@ -368,18 +368,11 @@ func (l *Shared) grantTime(slot, now time.Time) time.Time {
 	if now.After(slot) {
 		at = now
 		if rate := l.snap.EffectiveRate; rate > 0 {
-			at = later(at, l.lastGrant.Add(time.Duration(float64(time.Second)/rate)))
+			at = maxTime(at, l.lastGrant.Add(time.Duration(float64(time.Second)/rate)))
 		}
 	}
-	l.lastGrant = later(l.lastGrant, at)
+	l.lastGrant = maxTime(l.lastGrant, at)
 	return at
-}
-
-func later(a, b time.Time) time.Time {
-	if b.After(a) {
-		return b
-	}
-	return a
 }
 
 func (l *Shared) noteGrant(now time.Time) {

@@ -24,7 +24,13 @@ func generate(tb testing.TB, format payments.Format, n int) []byte {
 }
 
 func readCount(tb testing.TB, data []byte, format payments.Format) int {
-	rd, err := payments.NewReader(bytes.NewReader(data), "bench", payments.Options{BusinessDate: day, Format: format})
+	return readAll(tb, bytes.NewReader(data), format)
+}
+
+// readAll reads every payment from r, failing on any problem, and returns
+// how many there were.
+func readAll(tb testing.TB, r io.Reader, format payments.Format) int {
+	rd, err := payments.NewReader(r, "bench", payments.Options{BusinessDate: day, Format: format})
 	if err != nil {
 		tb.Fatal(err)
 	}
@@ -104,23 +110,8 @@ func BenchmarkStreamMillion(b *testing.B) {
 				go func() {
 					pw.CloseWithError(sample.Write(pw, format, sample.Config{Date: day, Count: 1_000_000, Seed: 1}))
 				}()
-				rd, err := payments.NewReader(pr, "-", payments.Options{BusinessDate: day})
-				if err != nil {
-					b.Fatal(err)
-				}
-				n := 0
-				for {
-					_, err := rd.Next()
-					if errors.Is(err, io.EOF) {
-						break
-					}
-					if err != nil {
-						b.Fatal(err)
-					}
-					n++
-				}
-				if p := rd.Problems(); !p.Empty() || n != 1_000_000 {
-					b.Fatalf("read %d payments: %v", n, p)
+				if n := readAll(b, pr, format); n != 1_000_000 {
+					b.Fatalf("read %d payments, want 1,000,000", n)
 				}
 			}
 			b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*1_000_000), "ns/row")
