@@ -102,7 +102,7 @@ func scrub(s, secret string) string {
 	if secret == "" {
 		return s
 	}
-	return regexp.MustCompile(regexp.QuoteMeta(secret)).ReplaceAllString(s, "xxxxx")
+	return strings.ReplaceAll(s, secret, "xxxxx")
 }
 
 // oneLine joins a driver message that lists each connection attempt on a

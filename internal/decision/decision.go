@@ -78,10 +78,6 @@ type Policy struct {
 	ThrottleDeadline time.Duration
 }
 
-// DefaultPolicy returns the default policy: 8 attempts, backoff from 1s
-// capped at 5m with full jitter, a 24h throttle deadline.
-func DefaultPolicy() Policy { return Policy{}.WithDefaults() }
-
 // WithDefaults returns p with zero fields set to their defaults.
 func (p Policy) WithDefaults() Policy {
 	p.MaxAttempts = cmp.Or(p.MaxAttempts, DefaultMaxAttempts)

@@ -341,8 +341,8 @@ func (s *Server) refillLocked(now time.Time) {
 	s.refilled = now
 }
 
-// take takes a token at now. When none is left it returns the wait until
-// one is.
+// takeLocked takes a token at now; the caller holds s.mu. When none is left
+// it returns the wait until one is.
 func (s *Server) takeLocked(now time.Time) (ok bool, wait time.Duration, rate float64) {
 	s.refillLocked(now)
 	rate = s.schedule.RateAt(now.Sub(s.scheduleStart))

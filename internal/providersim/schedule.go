@@ -86,19 +86,6 @@ func (s Schedule) RateAt(d time.Duration) float64 {
 	return rate
 }
 
-// MaxRate returns the highest rate of s; 0 when s is unlimited at some point
-// or empty.
-func (s Schedule) MaxRate() float64 {
-	m := 0.0
-	for _, st := range s {
-		if st.Rate == 0 {
-			return 0
-		}
-		m = max(m, st.Rate)
-	}
-	return m
-}
-
 // accrue returns the tokens earned between offsets from and to, and whether
 // an unlimited step lies in between (which refills the bucket completely).
 func (s Schedule) accrue(from, to time.Duration) (tokens float64, unlimited bool) {

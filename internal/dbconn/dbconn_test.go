@@ -1,0 +1,53 @@
+package dbconn
+
+import (
+	"strings"
+	"testing"
+)
+
+func TestRedact(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name, in, want string
+	}{
+		{"url without password", "postgres://app@db.internal:5432/reconcile", "postgres://app@db.internal:5432/reconcile"},
+		{"url password", "postgres://app:s3cret@db.internal/reconcile", "postgres://app:xxxxx@db.internal/reconcile"},
+		{"url password in query", "postgres://app@db.internal/reconcile?password=s3cret&sslmode=require",
+			"postgres://app@db.internal/reconcile?password=xxxxx&sslmode=require"},
+		{"url both", "postgresql://app:one@db/reconcile?password=two", "postgresql://app:xxxxx@db/reconcile?password=xxxxx"},
+		{"multi-host url", "postgres://app:s3cret@h1:5432,h2:5433/reconcile?target_session_attrs=read-write",
+			"postgres://app:xxxxx@h1:5432,h2:5433/reconcile?target_session_attrs=read-write"},
+		{"unparsable url", "postgres://app:s3c%ret@db:notaport/reconcile", "postgres://app:xxxxx@db:notaport/reconcile"},
+		{"password with @", "postgres://app:p@ss@db/reconcile", "postgres://app:xxxxx@db/reconcile"},
+		{"keyword/value", "host=db user=app password=s3cret dbname=reconcile", "host=db user=app password=xxxxx dbname=reconcile"},
+		{"keyword/value quoted", "host=db password='s3 cr\\'et' dbname=reconcile", "host=db password=xxxxx dbname=reconcile"},
+		{"keyword/value spaces and case", "host=db PASSWORD = s3cret", "host=db PASSWORD = xxxxx"},
+		{"empty", "", ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			got := Redact(tc.in)
+			if got != tc.want {
+				t.Errorf("Redact(%q) = %q, want %q", tc.in, got, tc.want)
+			}
+			for _, secret := range []string{"s3cret", "s3c%ret", "p@ss", "one", "two", "s3 cr"} {
+				if strings.Contains(tc.in, secret) && strings.Contains(got, secret) {
+					t.Errorf("Redact(%q) = %q still holds %q", tc.in, got, secret)
+				}
+			}
+		})
+	}
+}
+
+func TestScrubAndOneLine(t *testing.T) {
+	t.Parallel()
+	msg := "failed to connect to `user=app database=r`:\n\t/tmp/x (db): password s3cret refused\n\t/tmp/x (db): password s3cret refused\n"
+	got := oneLine(scrub(msg, "s3cret"))
+	want := "failed to connect to `user=app database=r`: /tmp/x (db): password xxxxx refused"
+	if got != want {
+		t.Errorf("got %q, want %q", got, want)
+	}
+	if scrub("unchanged", "") != "unchanged" {
+		t.Error("an empty secret changed the text")
+	}
+}
