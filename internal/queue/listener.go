@@ -7,6 +7,8 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+
+	"github.com/reconcile/reconcile/internal/pause"
 )
 
 // Listener lets an idle consumer sleep until there may be work: it holds a
@@ -131,12 +133,5 @@ func (l *Listener) fallback(ctx context.Context, deadline time.Time, err error) 
 	}
 	l.drop(ctx)
 	l.q.cfg.Logger.Warn("queue listener unavailable; polling", "err", err, "poll_interval", time.Until(deadline).Round(time.Millisecond))
-	t := time.NewTimer(time.Until(deadline))
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return ctx.Err()
-	case <-t.C:
-		return nil
-	}
+	return pause.For(ctx, time.Until(deadline))
 }
