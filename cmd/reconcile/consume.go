@@ -52,7 +52,7 @@ type consumeFlags struct {
 func (f *consumeFlags) register(fs *flag.FlagSet) {
 	def := decision.Policy{}.WithDefaults()
 	fs.BoolVar(&f.untilDone, "until-done", false, "exit 0 once every run is complete, printing a summary")
-	fs.IntVar(&f.concurrency, "concurrency", 4, "workers calling the provider at once")
+	fs.IntVar(&f.concurrency, "concurrency", consume.DefaultConcurrency, "workers calling the provider at once")
 	fs.Float64Var(&f.rate, "rate", 0, "set the shared provider rate limit (calls/s) before starting; 0 keeps the stored setting")
 	fs.IntVar(&f.burst, "burst", 0, "set the shared burst with --rate; 0 keeps the stored setting (or the rate, rounded up)")
 	fs.IntVar(&f.maxAttempts, "max-attempts", def.MaxAttempts, "attempts for transient failures before an item is dead-lettered")
@@ -62,7 +62,7 @@ func (f *consumeFlags) register(fs *flag.FlagSet) {
 	fs.DurationVar(&f.throttleDeadline, "throttle-deadline", def.ThrottleDeadline, "dead-letter an item still throttled (429) this long after its first attempt")
 	fs.DurationVar(&f.visibility, "visibility", queue.DefaultVisibility, "how long a claimed message stays invisible to other consumers")
 	fs.IntVar(&f.maxDeliveries, "max-deliveries", queue.DefaultMaxDeliveries, "claims without a result before a message is dead-lettered as poison")
-	fs.DurationVar(&f.grace, "grace", 10*time.Second, "on SIGTERM/SIGINT, how long in-flight calls may take to finish")
+	fs.DurationVar(&f.grace, "grace", consume.DefaultGrace, "on SIGTERM/SIGINT, how long in-flight calls may take to finish")
 	fs.StringVar(&f.providerURL, "provider-url", "", "provider base URL (default $RECONCILE_PROVIDER_URL)")
 	fs.DurationVar(&f.timeout, "timeout", 10*time.Second, "overall timeout of one provider call")
 	fs.BoolVar(&f.insecure, "insecure-skip-verify", false, "DANGEROUS: do not verify the provider's TLS certificate")

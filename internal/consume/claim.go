@@ -1,0 +1,149 @@
+package consume
+
+import (
+	"context"
+	"fmt"
+	"sync/atomic"
+	"time"
+
+	"github.com/reconcile/reconcile/internal/ledger"
+	"github.com/reconcile/reconcile/internal/queue"
+)
+
+// job is one claimed delivery with its ledger item.
+type job struct {
+	d         queue.Delivery
+	item      ledger.Item
+	ok        bool      // the item exists
+	claimedAt time.Time // when the lease started, by the local clock
+}
+
+// claimLoop claims batches for free worker slots until ctx ends or, with
+// UntilDone, every run is complete. It claims once at least half of the
+// buffer is free (or the buffer is empty), so batches stay large when the
+// workers are fast; taken signals that a worker took a job, busy counts the
+// workers processing one, and runDone that a recorded result completed a
+// run.
+func (c *Consumer) claimLoop(ctx context.Context, jobs chan<- job, taken <-chan struct{}, busy *atomic.Int64, runDone <-chan struct{}) error {
+	listener, err := c.queue.Listen(ctx)
+	if err != nil {
+		return fmt.Errorf("listen for queue messages: %w", err)
+	}
+	defer listener.Close(context.WithoutCancel(ctx))
+	failures := 0
+	for ctx.Err() == nil {
+		free := cap(jobs) - len(jobs)
+		if free < cap(jobs)/2 && len(jobs) > 0 {
+			// Wait for the workers to make room for a full batch.
+			select {
+			case <-ctx.Done():
+				return ctx.Err()
+			case <-taken:
+			}
+			continue
+		}
+		// A claim is not cancelled half way: messages leased by a claim
+		// whose answer was lost would stay invisible for a whole lease.
+		batch, err := c.claim(context.WithoutCancel(ctx), free)
+		if ctx.Err() != nil {
+			for _, j := range batch {
+				c.release(context.WithoutCancel(ctx), j.d)
+			}
+			return ctx.Err()
+		}
+		if err != nil {
+			failures++
+			wait := backoffDB(failures)
+			c.cfg.Logger.Warn("claim failed; retrying", "err", err, "retry_in", wait)
+			if err := sleep(ctx, wait); err != nil {
+				return err
+			}
+			continue
+		}
+		failures = 0
+		for _, j := range batch {
+			jobs <- j
+		}
+		if len(batch) > 0 {
+			continue
+		}
+		if c.cfg.UntilDone && len(jobs) == 0 && busy.Load() == 0 {
+			done, err := c.allRunsComplete(ctx)
+			switch {
+			case err != nil && ctx.Err() == nil:
+				c.cfg.Logger.Warn("checking for open runs failed; looking again after the idle wait", "err", err)
+			case err == nil && done:
+				return nil
+			}
+		}
+		if err := c.idle(ctx, listener, runDone); err != nil {
+			return err
+		}
+	}
+	return ctx.Err()
+}
+
+// idle waits for the queue listener; with UntilDone, also for runDone, as
+// the run that completed may be the last one.
+func (c *Consumer) idle(ctx context.Context, listener *queue.Listener, runDone <-chan struct{}) error {
+	if !c.cfg.UntilDone {
+		return listener.Wait(ctx, c.cfg.IdleWait)
+	}
+	waitCtx, wake := context.WithCancel(ctx)
+	defer wake()
+	stop := make(chan struct{})
+	defer close(stop)
+	go func() {
+		select {
+		case <-runDone:
+			wake()
+		case <-stop:
+		}
+	}()
+	if err := listener.Wait(waitCtx, c.cfg.IdleWait); err != nil && ctx.Err() != nil {
+		return err
+	}
+	return nil
+}
+
+// claim claims up to n messages and loads their items in one query.
+func (c *Consumer) claim(ctx context.Context, n int) ([]job, error) {
+	ds, err := c.queue.Claim(ctx, n)
+	if err != nil || len(ds) == 0 {
+		return nil, err
+	}
+	keys := make([]ledger.Key, len(ds))
+	for i, d := range ds {
+		keys[i] = ledger.Key{RunID: d.RunID, TransactionID: d.TransactionID}
+	}
+	items, err := ledger.Items(ctx, c.pool, keys)
+	if err != nil {
+		if rerr := c.queue.Release(ctx, ds); rerr != nil {
+			c.cfg.Logger.Warn("release claimed messages failed; they return after their lease", "messages", len(ds), "err", rerr)
+		}
+		return nil, err
+	}
+	batch := make([]job, len(ds))
+	claimedAt := time.Now()
+	for i, d := range ds {
+		it, ok := items[keys[i]]
+		batch[i] = job{d: d, item: it, ok: ok, claimedAt: claimedAt}
+	}
+	return batch, nil
+}
+
+// allRunsComplete reports whether no run in the ledger is open.
+func (c *Consumer) allRunsComplete(ctx context.Context) (bool, error) {
+	var open int
+	err := c.pool.QueryRow(ctx, `SELECT count(*) FROM runs WHERE completed_at IS NULL`).Scan(&open)
+	return open == 0, err
+}
+
+// release hands an unprocessed delivery back to the queue.
+func (c *Consumer) release(ctx context.Context, d queue.Delivery) {
+	if err := c.queue.Release(ctx, []queue.Delivery{d}); err != nil {
+		c.cfg.Logger.Warn("release message failed; it returns after its lease", "message_id", d.ID, "err", err)
+		return
+	}
+	c.stats.released.Add(1)
+}

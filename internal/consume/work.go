@@ -1,0 +1,165 @@
+package consume
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/reconcile/reconcile/internal/decision"
+	"github.com/reconcile/reconcile/internal/ledger"
+	"github.com/reconcile/reconcile/internal/limiter"
+	"github.com/reconcile/reconcile/internal/provider"
+	"github.com/reconcile/reconcile/internal/queue"
+)
+
+// process handles one delivery and hands its result to rec. It returns an
+// error only when consuming must stop (the provider refused the
+// credentials); other failures leave the message to come back.
+func (c *Consumer) process(ctx, claimCtx context.Context, rec *recorder, j job) error {
+	logger := c.cfg.Logger.With("run_id", j.d.RunID, "transaction_id", j.d.TransactionID)
+	switch {
+	case !j.ok:
+		// A message without an item cannot be reconciled; keep it visible
+		// for an operator rather than acking it away.
+		rec.submit(ctx, logger, j, settlement{fate: deadLetter, reason: "no_item", detail: "no ledger item for this message"})
+		return nil
+	case j.item.State.Terminal():
+		// The outcome is recorded already (a redelivery): just ack.
+		rec.submit(ctx, logger, j, settlement{fate: ack})
+		return nil
+	case j.d.Poison:
+		rec.submit(ctx, logger, j, settlement{fate: deadLetter, to: ledger.DeadLettered, reason: "poison",
+			detail: fmt.Sprintf("claimed %d times without a result", j.d.Deliveries)})
+		return nil
+	}
+
+	if err := c.limiter.Wait(claimCtx); err != nil {
+		// Stopping while waiting for a token: nothing was called.
+		c.release(ctx, j.d)
+		return nil
+	}
+	if err := c.keepLease(ctx, j); err != nil {
+		logger.Debug("lease lost before the call", "err", err)
+		c.stats.stale.Add(1)
+		return nil
+	}
+	now := c.cfg.Now()
+	stopRenewal := c.renewLease(ctx, logger, j.d)
+	resp, callErr := c.client.Get(ctx, j.d.TransactionID, j.d.IdempotencyKey)
+	stopRenewal()
+	if provider.KindOf(callErr) == provider.KindCanceled {
+		c.release(context.WithoutCancel(ctx), j.d)
+		return nil
+	}
+	c.observe(resp, callErr, now)
+
+	firstAttempt := j.item.FirstAttemptAt
+	if firstAttempt.IsZero() {
+		firstAttempt = now
+	}
+	dec := decision.Decide(c.cfg.Policy, decision.Input{
+		Expected:     provider.Record{ID: j.item.TransactionID, AmountMinor: j.item.AmountMinor, Currency: j.item.Currency, Status: j.item.Status},
+		Response:     resp,
+		Err:          callErr,
+		Attempt:      j.d.Attempt + 1,
+		Throttles:    j.item.Throttles,
+		FirstAttempt: firstAttempt,
+		Now:          now,
+	}, c.random)
+	if dec.Throttled || dec.Penalty > 0 {
+		if err := c.limiter.Throttled(ctx, dec.Penalty); err != nil {
+			logger.Warn("throttle not shared with other consumers", "err", err)
+		}
+	}
+	if dec.Action == decision.Stop {
+		return fmt.Errorf("%w: %s answered %d for transaction %q; fix RECONCILE_PROVIDER_TOKEN and run again (every message is still queued)",
+			ErrProviderAuth, c.client.BaseURL(), resp.Status, j.d.TransactionID)
+	}
+	s := settlement{called: true, throttled: resp.Status == 429, status: resp.Status, reason: dec.Reason,
+		detail: dec.Detail, differences: dec.Differences, delay: dec.Delay, at: now}
+	if resp.Status >= 200 && resp.Status < 300 && callErr == nil {
+		s.provider = &ledger.Provider{AmountMinor: resp.Record.AmountMinor, Currency: resp.Record.Currency, Status: resp.Record.Status}
+	}
+	switch dec.Action {
+	case decision.Ack:
+		s.fate = ack
+		s.to = ledger.State(dec.Outcome)
+	case decision.Retry:
+		s.fate = retryLater
+		s.to = ledger.RetryScheduled
+		// Throttles do not use up the failure budget.
+		s.countsAttempt = dec.CountsAttempt
+	case decision.DeadLetter:
+		s.fate = deadLetter
+		s.to = ledger.DeadLettered
+	}
+	rec.submit(ctx, logger, j, s)
+	return nil
+}
+
+// observe feeds the limiter and the counters with a call's result.
+func (c *Consumer) observe(resp provider.Response, err error, now time.Time) {
+	c.stats.calls.Add(1)
+	class := 0
+	if err == nil || resp.Status != 0 {
+		class = min(max(resp.Status/100, 0), 5)
+	}
+	c.stats.byClass[class].Add(1)
+	if resp.Status == 429 {
+		c.stats.throttles.Add(1)
+	} else if resp.Status != 0 {
+		c.limiter.Succeeded()
+	}
+	if resp.Header != nil {
+		c.limiter.Observe(limiter.ParseHints(resp.Header, now))
+	}
+}
+
+// random is the decision's jitter source; it is safe for concurrent use.
+func (c *Consumer) random() float64 {
+	c.rndMu.Lock()
+	defer c.rndMu.Unlock()
+	return c.rnd.Float64()
+}
+
+// keepLease extends the delivery's lease when the wait for a token ate into
+// half of it, so the call and the recording fit in what remains. Most
+// deliveries are called long before that and cost no extra round trip.
+func (c *Consumer) keepLease(ctx context.Context, j job) error {
+	visibility := c.queue.Visibility()
+	if time.Since(j.claimedAt) < visibility/2 {
+		return nil
+	}
+	return c.queue.Extend(ctx, j.d, visibility)
+}
+
+// renewLease extends d's lease every LeaseRenewal until the returned stop
+// function is called.
+func (c *Consumer) renewLease(ctx context.Context, logger *slog.Logger, d queue.Delivery) (stop func()) {
+	every := c.cfg.LeaseRenewal
+	if every < 0 {
+		return func() {}
+	}
+	done := make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		t := time.NewTicker(every)
+		defer t.Stop()
+		for {
+			select {
+			case <-done:
+				return
+			case <-t.C:
+				if err := c.queue.Extend(ctx, d, c.queue.Visibility()); err != nil {
+					logger.Debug("lease not extended", "err", err)
+					return
+				}
+			}
+		}
+	}()
+	return func() { close(done); wg.Wait() }
+}
