@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/reconcile/reconcile/internal/ledger"
+	"github.com/reconcile/reconcile/internal/pause"
 	"github.com/reconcile/reconcile/internal/queue"
 )
 
@@ -55,7 +56,7 @@ func (c *Consumer) claimLoop(ctx context.Context, jobs chan<- job, taken <-chan 
 			failures++
 			wait := backoffDB(failures)
 			c.cfg.Logger.Warn("claim failed; retrying", "err", err, "retry_in", wait)
-			if err := sleep(ctx, wait); err != nil {
+			if err := pause.For(ctx, wait); err != nil {
 				return err
 			}
 			continue

@@ -268,13 +268,3 @@ func backoffDB(failures int) time.Duration {
 
 // sleep waits for d or until ctx ends, whichever comes first; it returns
 // ctx's error if ctx ended.
-func sleep(ctx context.Context, d time.Duration) error {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return ctx.Err()
-	case <-t.C:
-		return nil
-	}
-}

@@ -14,6 +14,7 @@ import (
 
 	"github.com/reconcile/reconcile/internal/decision"
 	"github.com/reconcile/reconcile/internal/ledger"
+	"github.com/reconcile/reconcile/internal/pause"
 	"github.com/reconcile/reconcile/internal/queue"
 )
 
@@ -175,7 +176,7 @@ func (r *recorder) recordOne(ctx context.Context, logger *slog.Logger, j job, s 
 			return
 		}
 		logger.Warn("recording failed; retrying", "err", err, "retry_in", wait)
-		if sleep(ctx, wait) != nil {
+		if pause.For(ctx, wait) != nil {
 			return
 		}
 	}
