@@ -404,8 +404,7 @@ func (c *Consumer) claim(ctx context.Context, n int) ([]job, error) {
 }
 
 func (c *Consumer) allRunsComplete(ctx context.Context) (bool, error) {
-	var open int
-	err := c.pool.QueryRow(ctx, `SELECT count(*) FROM runs WHERE completed_at IS NULL`).Scan(&open)
+	open, err := ledger.OpenRuns(ctx, c.pool)
 	return open == 0, err
 }
 
@@ -485,7 +484,7 @@ func (c *Consumer) process(ctx, claimCtx context.Context, j job) error {
 	}
 	switch dec.Action {
 	case decision.Ack:
-		s.to = ledger.State(dec.Outcome)
+		s.to = dec.Outcome
 	case decision.Retry:
 		s.to = ledger.RetryScheduled
 		s.retry = true
