@@ -10,6 +10,7 @@ import (
 
 	"github.com/google/uuid"
 
+	"github.com/reconcile/reconcile/internal/ledger"
 	"github.com/reconcile/reconcile/internal/providersim"
 )
 
@@ -62,7 +63,7 @@ type itemRow struct {
 	id          string
 	account     string
 	key         string
-	state       string
+	state       ledger.State
 	attempts    int
 	throttles   int
 	lastReason  *string
@@ -154,16 +155,16 @@ func checkInvariants(t testing.TB, w *world, dy *day, expect expectFunc) figures
 			continue
 		}
 		switch want.Outcome {
-		case providersim.OutcomeDeadLettered:
+		case ledger.DeadLettered:
 			if want.Reason != "" && deref(it.lastReason) != want.Reason {
 				p.add("wrong dead-letter reason", "%q: %s, want %s", id, deref(it.lastReason), want.Reason)
 			}
-		case providersim.OutcomeMatched, providersim.OutcomeMismatched:
+		case ledger.Matched, ledger.Mismatched:
 			if it.provAmount == nil || *it.provAmount != want.Provider.AmountMinor || deref(it.provCurr) != want.Provider.Currency ||
 				deref(it.provStatus) != want.Provider.Status {
 				p.add("wrong provider values", "%q: %v %s %s, want %+v", id, it.provAmount, deref(it.provCurr), deref(it.provStatus), want.Provider)
 			}
-			if want.Outcome == providersim.OutcomeMismatched {
+			if want.Outcome == ledger.Mismatched {
 				var diffs []struct {
 					Field string `json:"field"`
 				}
@@ -199,8 +200,6 @@ func deref[T any](p *T) T {
 	return *p
 }
 
-var terminal = map[string]bool{"matched": true, "mismatched": true, "missing": true, "dead_lettered": true}
-
 // checkHistories checks that every item's transitions are a path of the
 // state machine: queued → retry_scheduled* → terminal, then only
 // dead_lettered → queued by a redrive or re-run, and that the path ends in
@@ -215,12 +214,13 @@ func checkHistories(t testing.TB, w *world, run uuid.UUID, items map[string]*ite
 	}
 	defer rows.Close()
 	type pos struct {
-		state string
+		state ledger.State
 		seq   int
 	}
 	at := map[string]*pos{}
 	for rows.Next() {
-		var id, from, to, reason string
+		var id, reason string
+		var from, to ledger.State
 		var seq int
 		if err := rows.Scan(&id, &seq, &from, &to, &reason); err != nil {
 			t.Fatal(err)
@@ -239,7 +239,7 @@ func checkHistories(t testing.TB, w *world, run uuid.UUID, items map[string]*ite
 		}
 		switch {
 		case from == "queued" || from == "retry_scheduled":
-			if to != "retry_scheduled" && !terminal[to] {
+			if to != ledger.RetryScheduled && !to.Terminal() {
 				p.add("invalid transition", "%q seq %d: %s → %s", id, seq, from, to)
 			}
 		case from == "dead_lettered" && to == "queued":

@@ -16,6 +16,7 @@ import (
 
 	"github.com/reconcile/reconcile/internal/consume"
 	"github.com/reconcile/reconcile/internal/decision"
+	"github.com/reconcile/reconcile/internal/ledger"
 	"github.com/reconcile/reconcile/internal/limiter"
 	"github.com/reconcile/reconcile/internal/metrics"
 	"github.com/reconcile/reconcile/internal/progress"
@@ -242,9 +243,8 @@ func watchConsumer(ctx context.Context, e *env, pool *pgxpool.Pool, logger *slog
 		since := time.Now().Add(-time.Second)
 		r, err := progress.New(progress.Config{
 			Poll: func(ctx context.Context) (progress.Counts, error) {
-				counts, err := progress.Runs(ctx, pool, since)
-				counts.Throttles = c.Snapshot().Throttles
-				return counts, err
+				p, err := ledger.RunProgress(ctx, pool, since)
+				return progress.Counts{Done: p.Done, Total: p.Items, Throttles: c.Snapshot().Throttles}, err
 			},
 			Bar: mode == "bar", Out: e.stderr, Logger: logger,
 		})
@@ -263,25 +263,14 @@ func watchConsumer(ctx context.Context, e *env, pool *pgxpool.Pool, logger *slog
 
 // printCompletions prints one line per run with its completion totals.
 func printCompletions(ctx context.Context, w io.Writer, pool *pgxpool.Pool) error {
-	rows, err := pool.Query(ctx, `
-		SELECT r.reconciliation_id, c.items, c.matched, c.mismatched, c.missing, c.dead_lettered,
-		       c.provider_calls, c.throttles, c.completed_at - r.created_at
-		  FROM runs r JOIN run_completions c USING (run_id)
-		 ORDER BY r.business_date, r.generation`)
+	cs, err := ledger.Completions(ctx, pool)
 	if err != nil {
-		return fmt.Errorf("read completions: %w", err)
+		return err
 	}
-	defer rows.Close()
-	for rows.Next() {
-		var id string
-		var items, matched, mismatched, missing, dead int
-		var calls, throttles int64
-		var took time.Duration
-		if err := rows.Scan(&id, &items, &matched, &mismatched, &missing, &dead, &calls, &throttles, &took); err != nil {
-			return fmt.Errorf("read completions: %w", err)
-		}
+	for _, c := range cs {
 		fmt.Fprintf(w, "%s complete: %d items: %d matched, %d mismatched, %d missing, %d dead-lettered; %d provider calls (%.3f per item), %d throttled; %s after enqueue\n",
-			id, items, matched, mismatched, missing, dead, calls, float64(calls)/float64(max(items, 1)), throttles, took.Round(time.Millisecond))
+			c.ReconciliationID, c.Items, c.Matched, c.Mismatched, c.Missing, c.DeadLettered, c.ProviderCalls,
+			float64(c.ProviderCalls)/float64(max(c.Items, 1)), c.Throttles, c.Took.Round(time.Millisecond))
 	}
-	return rows.Err()
+	return nil
 }

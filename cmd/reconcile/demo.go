@@ -26,6 +26,7 @@ import (
 	"github.com/reconcile/reconcile/internal/dbconn"
 	"github.com/reconcile/reconcile/internal/decision"
 	"github.com/reconcile/reconcile/internal/enqueue"
+	"github.com/reconcile/reconcile/internal/ledger"
 	"github.com/reconcile/reconcile/internal/payments"
 	"github.com/reconcile/reconcile/internal/pgserver"
 	"github.com/reconcile/reconcile/internal/provider"
@@ -38,9 +39,6 @@ import (
 // missing ids, transient 503s and a few permanent failures (400 and an
 // unreadable body) that end as dead letters.
 var demoShares = providersim.Shares{Mismatch: 0.03, Missing: 0.02, Transient: 0.04, BadRequest: 0.002, BadBody: 0.002}
-
-// demoOutcomes are the terminal outcomes, in report order.
-var demoOutcomes = []string{providersim.OutcomeMatched, providersim.OutcomeMismatched, providersim.OutcomeMissing, providersim.OutcomeDeadLettered}
 
 // demoLimiter is the demo's limiter row, so a demo on a shared database never
 // changes the real provider's setting.
@@ -108,9 +106,9 @@ func demoSim(day demoDay, seed uint64, token provider.Secret, logger *slog.Logge
 // demoResult is what a demo found.
 type demoResult struct {
 	items      int
-	ledger     map[string]int // outcome → items in the ledger
-	truth      map[string]int // outcome → items by the simulator's ground truth
-	mismatches []string       // items whose ledger outcome differs from the truth
+	ledger     map[ledger.State]int // outcome → items in the ledger
+	truth      map[ledger.State]int // outcome → items by the simulator's ground truth
+	mismatches []string             // items whose ledger outcome differs from the truth
 }
 
 func cmdDemo(ctx context.Context, e *env, args []string) error {
@@ -209,9 +207,9 @@ func runDemo(ctx context.Context, e *env, logger *slog.Logger, o demoOptions) (d
 		}
 	}
 	defer closePool()
-	var open int
-	if err := pool.QueryRow(ctx, `SELECT count(*) FROM runs WHERE completed_at IS NULL`).Scan(&open); err != nil {
-		return demoResult{}, fmt.Errorf("demo: count open runs: %w", err)
+	open, err := ledger.OpenRuns(ctx, pool)
+	if err != nil {
+		return demoResult{}, fmt.Errorf("demo: %w", err)
 	}
 	if open > 0 {
 		return demoResult{}, usageErrorf("demo: the database has %d open runs: the demo's consumer would call the simulated provider for them; use an empty database (unset DATABASE_URL for a throwaway one)", open)
@@ -329,7 +327,7 @@ func runDemo(ctx context.Context, e *env, logger *slog.Logger, o demoOptions) (d
 // demoReport prints the outcome counts against the ground truth, the
 // provider's figures and examples, and returns what it found.
 func demoReport(ctx context.Context, w io.Writer, pool *pgxpool.Pool, sim *providersim.Server, runID uuid.UUID, c *consume.Consumer) (demoResult, error) {
-	res := demoResult{ledger: map[string]int{}, truth: map[string]int{}}
+	res := demoResult{ledger: map[ledger.State]int{}, truth: map[ledger.State]int{}}
 	rows, err := pool.Query(ctx, `
 		SELECT transaction_id, state, coalesce(last_reason, ''),
 		       coalesce((SELECT array_agg(d ->> 'field' ORDER BY d ->> 'field')
@@ -338,27 +336,15 @@ func demoReport(ctx context.Context, w io.Writer, pool *pgxpool.Pool, sim *provi
 	if err != nil {
 		return res, fmt.Errorf("demo: read outcomes: %w", err)
 	}
-	var id, state, reason string
+	var id, reason string
+	var state ledger.State
 	var fields []string
 	_, err = pgx.ForEachRow(rows, []any{&id, &state, &reason, &fields}, func() error {
 		res.items++
 		res.ledger[state]++
 		t := sim.Truth(id)
 		res.truth[t.Outcome]++
-		want := t.Outcome
-		switch t.Outcome {
-		case providersim.OutcomeMismatched:
-			want += "(" + strings.Join(t.Fields, ",") + ")"
-		case providersim.OutcomeDeadLettered:
-			want += "(" + t.Reason + ")"
-		}
-		got := state
-		switch state {
-		case providersim.OutcomeMismatched:
-			got += "(" + strings.Join(fields, ",") + ")"
-		case providersim.OutcomeDeadLettered:
-			got += "(" + reason + ")"
-		}
+		want, got := describeOutcome(t.Outcome, t.Fields, t.Reason), describeOutcome(state, fields, reason)
 		if got != want {
 			res.mismatches = append(res.mismatches, fmt.Sprintf("%q: ledger %s, ground truth %s", id, got, want))
 		}
@@ -371,7 +357,7 @@ func demoReport(ctx context.Context, w io.Writer, pool *pgxpool.Pool, sim *provi
 	fmt.Fprintln(w)
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintln(tw, "outcome\tledger\tground truth\t")
-	for _, o := range demoOutcomes {
+	for _, o := range ledger.TerminalStates() {
 		fmt.Fprintf(tw, "%s\t%d\t%d\t\n", o, res.ledger[o], res.truth[o])
 	}
 	fmt.Fprintf(tw, "total\t%d\t%d\t\n", res.items, res.items)
@@ -412,6 +398,18 @@ func demoReport(ctx context.Context, w io.Writer, pool *pgxpool.Pool, sim *provi
 		return res, err
 	}
 	return res, nil
+}
+
+// describeOutcome names an outcome for comparison, with the differing
+// fields of a mismatch or the reason of a dead letter.
+func describeOutcome(s ledger.State, fields []string, reason string) string {
+	switch s {
+	case ledger.Mismatched:
+		return string(s) + "(" + strings.Join(fields, ",") + ")"
+	case ledger.DeadLettered:
+		return string(s) + "(" + reason + ")"
+	}
+	return string(s)
 }
 
 // printExamples prints a few discrepancies and dead letters of the run from

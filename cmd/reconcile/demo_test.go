@@ -14,13 +14,14 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/reconcile/reconcile/internal/ledger"
 	"github.com/reconcile/reconcile/internal/payments"
 	"github.com/reconcile/reconcile/internal/pgtest"
 )
 
 // groundTruth tallies the simulator's correct outcomes for the demo day of
 // date, n and seed, independently of the demo's own comparison.
-func groundTruth(t *testing.T, date string, n int, seed uint64) map[string]int {
+func groundTruth(t *testing.T, date string, n int, seed uint64) map[ledger.State]int {
 	t.Helper()
 	d, err := payments.ParseDate(date)
 	if err != nil {
@@ -34,7 +35,7 @@ func groundTruth(t *testing.T, date string, n int, seed uint64) map[string]int {
 	if err != nil {
 		t.Fatal(err)
 	}
-	truth := map[string]int{}
+	truth := map[ledger.State]int{}
 	for _, r := range day.records {
 		truth[sim.Truth(r.ID).Outcome]++
 	}
@@ -45,12 +46,12 @@ var outcomeRow = regexp.MustCompile(`(?m)^\s*(matched|mismatched|missing|dead_le
 
 // printedCounts parses the outcome table of the demo's report: outcome →
 // the ledger's count.
-func printedCounts(t *testing.T, out string) map[string]int {
+func printedCounts(t *testing.T, out string) map[ledger.State]int {
 	t.Helper()
-	got := map[string]int{}
+	got := map[ledger.State]int{}
 	for _, m := range outcomeRow.FindAllStringSubmatch(out, -1) {
 		n, _ := strconv.Atoi(m[2])
-		got[m[1]] = n
+		got[ledger.State(m[1])] = n
 	}
 	if len(got) != 4 {
 		t.Fatalf("outcome table not found in the report:\n%s", out)
@@ -84,13 +85,13 @@ func TestDemoCountsEqualTheGroundTruth(t *testing.T) {
 	}
 	want := groundTruth(t, date, items, seed)
 	got := printedCounts(t, out)
-	for _, o := range demoOutcomes {
+	for _, o := range ledger.TerminalStates() {
 		if got[o] != want[o] {
 			t.Errorf("%s: printed %d, ground truth %d", o, got[o], want[o])
 		}
 	}
 	// The day has every kind of outcome, so the comparison means something.
-	for _, o := range demoOutcomes {
+	for _, o := range ledger.TerminalStates() {
 		if want[o] == 0 {
 			t.Errorf("the demo day has no %s item", o)
 		}

@@ -135,8 +135,7 @@ func (c *Consumer) claim(ctx context.Context, n int) ([]job, error) {
 
 // allRunsComplete reports whether no run in the ledger is open.
 func (c *Consumer) allRunsComplete(ctx context.Context) (bool, error) {
-	var open int
-	err := c.pool.QueryRow(ctx, `SELECT count(*) FROM runs WHERE completed_at IS NULL`).Scan(&open)
+	open, err := ledger.OpenRuns(ctx, c.pool)
 	return open == 0, err
 }
 

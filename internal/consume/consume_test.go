@@ -18,6 +18,7 @@ import (
 	"github.com/reconcile/reconcile/internal/consume"
 	"github.com/reconcile/reconcile/internal/decision"
 	"github.com/reconcile/reconcile/internal/enqueue"
+	"github.com/reconcile/reconcile/internal/ledger"
 	"github.com/reconcile/reconcile/internal/limiter"
 	"github.com/reconcile/reconcile/internal/payments"
 	"github.com/reconcile/reconcile/internal/pgtest"
@@ -198,14 +199,14 @@ func (b *testBundle) checkInvariants(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	got := map[string]string{}
+	got := map[string]ledger.State{}
 	keys := map[string]string{}
 	for rows.Next() {
 		var id, state, key string
 		if err := rows.Scan(&id, &state, &key); err != nil {
 			t.Fatal(err)
 		}
-		got[id], keys[id] = state, key
+		got[id], keys[id] = ledger.State(state), key
 	}
 	if err := rows.Err(); err != nil {
 		t.Fatal(err)

@@ -85,7 +85,7 @@ func (c *Consumer) process(ctx, claimCtx context.Context, rec *recorder, j job) 
 	switch dec.Action {
 	case decision.Ack:
 		s.fate = ack
-		s.to = ledger.State(dec.Outcome)
+		s.to = dec.Outcome
 	case decision.Retry:
 		s.fate = retryLater
 		s.to = ledger.RetryScheduled

@@ -14,6 +14,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/reconcile/reconcile/internal/ledger"
 	"github.com/reconcile/reconcile/internal/provider"
 )
 
@@ -165,16 +166,6 @@ func (a Action) String() string {
 	}
 }
 
-// Outcome is the terminal result of an acked item.
-type Outcome string
-
-// Outcomes.
-const (
-	Matched    Outcome = "matched"
-	Mismatched Outcome = "mismatched"
-	Missing    Outcome = "missing"
-)
-
 // Fields compared by [Compare].
 const (
 	FieldAmountMinor = "amount_minor"
@@ -248,8 +239,9 @@ type Input struct {
 // Decision is what to do after a call.
 type Decision struct {
 	Action Action
-	// Outcome is set for Ack.
-	Outcome Outcome
+	// Outcome is the item's terminal state, set for Ack: ledger.Matched,
+	// ledger.Mismatched or ledger.Missing.
+	Outcome ledger.State
 	// Delay is how long from Now to retry; set for Retry.
 	Delay time.Duration
 	// Penalty is how long the limiter should stop every worker (the
@@ -321,9 +313,9 @@ func Decide(p Policy, in Input, rnd Rand) Decision {
 		d.Action = Ack
 		d.Differences = Compare(in.Expected, resp.Record)
 		if len(d.Differences) == 0 {
-			d.Outcome, d.Reason = Matched, ReasonMatched
+			d.Outcome, d.Reason = ledger.Matched, ReasonMatched
 		} else {
-			d.Outcome, d.Reason = Mismatched, ReasonMismatched
+			d.Outcome, d.Reason = ledger.Mismatched, ReasonMismatched
 		}
 		return d
 	case status == http.StatusUnauthorized || status == http.StatusForbidden:
@@ -344,7 +336,7 @@ func Decide(p Policy, in Input, rnd Rand) Decision {
 
 	switch {
 	case status == http.StatusNotFound:
-		d.Action, d.Outcome, d.Reason = Ack, Missing, ReasonMissing
+		d.Action, d.Outcome, d.Reason = Ack, ledger.Missing, ReasonMissing
 		return d
 	case status == http.StatusTooManyRequests:
 		return throttle(p, in, d, rnd)

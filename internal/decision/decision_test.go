@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/reconcile/reconcile/internal/ledger"
 	"github.com/reconcile/reconcile/internal/provider"
 )
 
@@ -40,19 +41,19 @@ func TestDecide(t *testing.T) {
 		want Decision
 	}{
 		{"200 matched", Input{Response: ok(expected), Attempt: 1},
-			Decision{Action: Ack, Outcome: Matched, Status: 200, Reason: "matched"}},
+			Decision{Action: Ack, Outcome: ledger.Matched, Status: 200, Reason: "matched"}},
 		{"201 mismatched amount", Input{Response: provider.Response{Status: 201, Record: provider.Record{ID: "tx_1", AmountMinor: 1200, Currency: "EUR", Status: "succeeded"}}},
-			Decision{Action: Ack, Outcome: Mismatched, Status: 201, Reason: "mismatched",
+			Decision{Action: Ack, Outcome: ledger.Mismatched, Status: 201, Reason: "mismatched",
 				Differences: []Difference{{"amount_minor", "1234", "1200"}}}},
 		{"200 mismatched all", Input{Response: ok(provider.Record{ID: "tx_1", AmountMinor: -1, Currency: "USD", Status: "refunded"})},
-			Decision{Action: Ack, Outcome: Mismatched, Status: 200, Reason: "mismatched",
+			Decision{Action: Ack, Outcome: ledger.Mismatched, Status: 200, Reason: "mismatched",
 				Differences: []Difference{{"amount_minor", "1234", "-1"}, {"currency", "EUR", "USD"}, {"status", "succeeded", "refunded"}}}},
 		{"2xx ignores Stripe-Should-Retry", Input{Response: withSR(ok(expected), false)},
-			Decision{Action: Ack, Outcome: Matched, Status: 200, Reason: "matched"}},
+			Decision{Action: Ack, Outcome: ledger.Matched, Status: 200, Reason: "matched"}},
 		{"404 missing", Input{Response: st(404), Attempt: 3},
-			Decision{Action: Ack, Outcome: Missing, Status: 404, Reason: "missing"}},
+			Decision{Action: Ack, Outcome: ledger.Missing, Status: 404, Reason: "missing"}},
 		{"404 with Should-Retry false stays missing", Input{Response: withSR(st(404), false)},
-			Decision{Action: Ack, Outcome: Missing, Status: 404, Reason: "missing"}},
+			Decision{Action: Ack, Outcome: ledger.Missing, Status: 404, Reason: "missing"}},
 		{"404 with Should-Retry true retried", Input{Response: withSR(st(404), true), Attempt: 1},
 			Decision{Action: Retry, Status: 404, Reason: "http_404", Delay: 500 * time.Millisecond, CountsAttempt: true, Detail: "Stripe-Should-Retry: true: body"}},
 		{"429 Retry-After longer than backoff", Input{Response: ra(429, 30*time.Second), Attempt: 2, Throttles: 0, Now: t0, FirstAttempt: t0.Add(-time.Hour)},

@@ -14,7 +14,6 @@ import (
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/reconcile/reconcile/internal/ledger"
@@ -173,10 +172,9 @@ func (e *Enqueuer) create(ctx context.Context, req Request, next bool) (Result, 
 	err := pgx.BeginFunc(ctx, e.pool, func(tx pgx.Tx) error {
 		generation := 1
 		if next {
-			var latest int
-			if err := tx.QueryRow(ctx, `SELECT coalesce(max(generation), 0) FROM runs WHERE business_date = $1`,
-				req.Date.String()).Scan(&latest); err != nil {
-				return fmt.Errorf("find latest generation of %s: %w", req.Date, err)
+			latest, err := ledger.LatestGeneration(ctx, tx, req.Date)
+			if err != nil {
+				return err
 			}
 			if latest == 0 {
 				return fmt.Errorf("rerun all of %s: %w", req.Date, ErrNoRun)
@@ -185,25 +183,21 @@ func (e *Enqueuer) create(ctx context.Context, req Request, next bool) (Result, 
 		}
 		res = Result{RunID: uuid.New(), Generation: generation, ReconciliationID: ReconciliationID(req.Date, generation)}
 
-		// The unique (business_date, generation) key makes a concurrent
-		// enqueuer of the same date wait here for ours to commit, and then
-		// find the run instead of creating a second one.
-		tag, err := tx.Exec(ctx, `
-			INSERT INTO runs (run_id, reconciliation_id, business_date, generation, trigger, triggered_by,
-			                  source, source_sha256, time_zone, item_count)
-			VALUES ($1, $2, $3, $4, $5, $6, $7, '', $8, 0)
-			ON CONFLICT DO NOTHING`,
-			res.RunID, res.ReconciliationID, req.Date.String(), generation, string(req.Trigger), e.cfg.Actor,
-			req.Source, req.Location.String())
+		// A concurrent enqueuer of the same date waits here for ours to
+		// commit, and then finds the run instead of creating a second one.
+		created, err := ledger.CreateRun(ctx, tx, ledger.NewRun{RunID: res.RunID, ReconciliationID: res.ReconciliationID,
+			BusinessDate: req.Date, Generation: generation, Trigger: string(req.Trigger), TriggeredBy: e.cfg.Actor,
+			Source: req.Source, TimeZone: req.Location.String()})
 		if err != nil {
-			return fmt.Errorf("create run %s: %w", res.ReconciliationID, err)
+			return err
 		}
-		if tag.RowsAffected() == 0 {
-			existing, err := e.existing(ctx, tx, req.Date, generation)
+		if !created {
+			run, err := ledger.FindRun(ctx, tx, req.Date, generation)
 			if err != nil {
 				return err
 			}
-			res = existing
+			res = Result{RunID: run.RunID, ReconciliationID: run.ReconciliationID, Generation: run.Generation,
+				Items: run.Items, Existing: true}
 			return nil
 		}
 
@@ -220,9 +214,8 @@ func (e *Enqueuer) create(ctx context.Context, req Request, next bool) (Result, 
 		}
 		e.cfg.Logger.Debug("completion counters created", "elapsed", time.Since(phase))
 		phase = time.Now()
-		if _, err := tx.Exec(ctx, `UPDATE runs SET item_count = $2, source_sha256 = $3 WHERE run_id = $1`,
-			res.RunID, n, sha); err != nil {
-			return fmt.Errorf("finish run %s: %w", res.ReconciliationID, err)
+		if err := ledger.FinishRun(ctx, tx, res.RunID, n, sha); err != nil {
+			return err
 		}
 		// The run is new, so its keys cannot be known: no duplicate check.
 		// No ORDER BY either: sorting a large run costs more than the
@@ -246,20 +239,7 @@ func (e *Enqueuer) create(ctx context.Context, req Request, next bool) (Result, 
 	return res, nil
 }
 
-// existing reports the run of date and generation that a concurrent or
-// earlier enqueue created.
-func (e *Enqueuer) existing(ctx context.Context, tx pgx.Tx, d payments.Date, generation int) (Result, error) {
-	res := Result{Existing: true}
-	err := tx.QueryRow(ctx, `SELECT run_id, reconciliation_id, generation, item_count FROM runs
-		WHERE business_date = $1 AND generation = $2`, d.String(), generation).
-		Scan(&res.RunID, &res.ReconciliationID, &res.Generation, &res.Items)
-	if err != nil {
-		return Result{}, fmt.Errorf("find existing run of %s: %w", d, err)
-	}
-	return res, nil
-}
-
-// copyItems streams the input into the items table with COPY. It returns the
+// copyItems streams the input into the ledger's items. It returns the
 // item count and the input's SHA-256, or the input's problems.
 func (e *Enqueuer) copyItems(ctx context.Context, tx pgx.Tx, req Request, run Result) (int, string, error) {
 	if req.Open == nil {
@@ -279,58 +259,32 @@ func (e *Enqueuer) copyItems(ctx context.Context, tx pgx.Tx, req Request, run Re
 	if err != nil {
 		return 0, "", err
 	}
-	src := &itemSource{r: r, run: run}
-	n, err := tx.CopyFrom(ctx, pgx.Identifier{"items"},
-		[]string{"run_id", "transaction_id", "account_id", "idempotency_key", "amount_minor", "currency",
-			"status", "occurred_at", "shard"}, src)
+	// Rows with problems are skipped (the reader collects them) and the
+	// transaction is rolled back at the end.
+	var readErr error
+	n, err := ledger.InsertItems(ctx, tx, run.RunID, func() (ledger.NewItem, error) {
+		p, err := r.Next()
+		if err != nil {
+			if !errors.Is(err, io.EOF) {
+				readErr = err
+			}
+			return ledger.NewItem{}, err
+		}
+		return ledger.NewItem{TransactionID: p.TransactionID, AccountID: p.AccountID,
+			IdempotencyKey: IdempotencyKey(run.ReconciliationID, p.TransactionID), AmountMinor: p.AmountMinor,
+			Currency: p.Currency, Status: p.Status, OccurredAt: p.OccurredAt}, nil
+	})
 	if problems := r.Problems(); !problems.Empty() {
 		return 0, "", problems
 	}
-	if src.readErr != nil {
-		return 0, "", fmt.Errorf("read %s: %w", req.Source, src.readErr)
+	if readErr != nil {
+		return 0, "", fmt.Errorf("read %s: %w", req.Source, readErr)
 	}
 	if err != nil {
-		var pgErr *pgconn.PgError
-		if errors.As(err, &pgErr) && pgErr.Code == "23505" {
-			return 0, "", fmt.Errorf("write items of %s: a transaction id occurs twice (%s)", req.Source, pgErr.Detail)
-		}
 		return 0, "", fmt.Errorf("write items of %s: %w", req.Source, err)
 	}
-	return int(n), r.SHA256(), nil
+	return n, r.SHA256(), nil
 }
-
-// itemSource adapts the payments reader to pgx.CopyFromSource, one row at a
-// time, so memory does not grow with the input. Rows with problems are
-// skipped (the reader collects them) and the transaction is rolled back at
-// the end.
-type itemSource struct {
-	r       *payments.Reader
-	run     Result
-	cur     payments.Payment
-	row     [9]any
-	readErr error
-}
-
-func (s *itemSource) Next() bool {
-	p, err := s.r.Next()
-	if err != nil {
-		if !errors.Is(err, io.EOF) {
-			s.readErr = err
-		}
-		return false
-	}
-	s.cur = p
-	return true
-}
-
-func (s *itemSource) Values() ([]any, error) {
-	p := s.cur
-	s.row = [9]any{s.run.RunID, p.TransactionID, p.AccountID, IdempotencyKey(s.run.ReconciliationID, p.TransactionID),
-		p.AmountMinor, p.Currency, p.Status, p.OccurredAt, ledger.ShardOf(p.TransactionID)}
-	return s.row[:], nil
-}
-
-func (s *itemSource) Err() error { return s.readErr }
 
 // rerunFailed requeues the dead-lettered items of the date's latest
 // generation: their messages go back to the queue and each item gets a
@@ -338,15 +292,14 @@ func (s *itemSource) Err() error { return s.readErr }
 func (e *Enqueuer) rerunFailed(ctx context.Context, req Request) (Result, error) {
 	var res Result
 	err := pgx.BeginFunc(ctx, e.pool, func(tx pgx.Tx) error {
-		err := tx.QueryRow(ctx, `SELECT run_id, reconciliation_id, generation, item_count FROM runs
-			WHERE business_date = $1 ORDER BY generation DESC LIMIT 1 FOR NO KEY UPDATE`, req.Date.String()).
-			Scan(&res.RunID, &res.ReconciliationID, &res.Generation, &res.Items)
-		if errors.Is(err, pgx.ErrNoRows) {
+		run, err := ledger.LockLatestRun(ctx, tx, req.Date)
+		if errors.Is(err, ledger.ErrNotFound) {
 			return fmt.Errorf("rerun failed items of %s: %w", req.Date, ErrNoRun)
 		}
 		if err != nil {
-			return fmt.Errorf("find latest run of %s: %w", req.Date, err)
+			return err
 		}
+		res = Result{RunID: run.RunID, ReconciliationID: run.ReconciliationID, Generation: run.Generation, Items: run.Items}
 		n, err := Requeue(ctx, e.cfg.Queue, tx, queue.Filter{RunID: res.RunID}, "rerun_failed", e.cfg.Actor)
 		res.Requeued = n
 		return err

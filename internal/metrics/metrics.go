@@ -43,6 +43,7 @@ import (
 
 	"github.com/reconcile/reconcile/internal/consume"
 	"github.com/reconcile/reconcile/internal/httpserve"
+	"github.com/reconcile/reconcile/internal/ledger"
 	"github.com/reconcile/reconcile/internal/limiter"
 	"github.com/reconcile/reconcile/internal/queue"
 )
@@ -93,8 +94,6 @@ const ns = "reconcile"
 func desc(name, help string, labels ...string) *prometheus.Desc {
 	return prometheus.NewDesc(ns+"_"+name, help, labels, nil)
 }
-
-var itemStates = []string{"queued", "retry_scheduled", "matched", "mismatched", "missing", "dead_lettered"}
 
 // Collector is a prometheus.Collector reading reconcile's state at scrape
 // time. It is safe for concurrent use.
@@ -176,8 +175,8 @@ func (c *Collector) collectConsumer(ch chan<- prometheus.Metric, s consume.Snaps
 	ch <- prometheus.MustNewConstMetric(c.decisions, prometheus.CounterValue, float64(s.Acked), "acked")
 	ch <- prometheus.MustNewConstMetric(c.decisions, prometheus.CounterValue, float64(s.Retried), "retried")
 	ch <- prometheus.MustNewConstMetric(c.decisions, prometheus.CounterValue, float64(s.DeadLettered), "dead_lettered")
-	for _, o := range []string{"matched", "mismatched", "missing", "dead_lettered"} {
-		ch <- prometheus.MustNewConstMetric(c.outcomes, prometheus.CounterValue, float64(s.Outcomes[o]), o)
+	for _, o := range ledger.TerminalStates() {
+		ch <- prometheus.MustNewConstMetric(c.outcomes, prometheus.CounterValue, float64(s.Outcomes[string(o)]), string(o))
 	}
 }
 
@@ -221,20 +220,21 @@ func (c *Collector) collectLedger(ctx context.Context, ch chan<- prometheus.Metr
 		return fmt.Errorf("count items by state: %w", err)
 	}
 	type run struct {
-		states              map[string]int64
+		states              map[ledger.State]int64
 		duration, completed *float64
 	}
 	runs := map[string]*run{}
 	var order []string
 	var (
-		id, state           string
+		id                  string
+		state               ledger.State
 		n                   int64
 		duration, completed *float64
 	)
 	_, err = pgx.ForEachRow(rows, []any{&id, &state, &n, &duration, &completed}, func() error {
 		r, ok := runs[id]
 		if !ok {
-			r = &run{states: map[string]int64{}, duration: duration, completed: completed}
+			r = &run{states: map[ledger.State]int64{}, duration: duration, completed: completed}
 			runs[id] = r
 			order = append(order, id)
 		}
@@ -246,8 +246,8 @@ func (c *Collector) collectLedger(ctx context.Context, ch chan<- prometheus.Metr
 	}
 	for _, id := range order {
 		r := runs[id]
-		for _, s := range itemStates {
-			ch <- prometheus.MustNewConstMetric(c.items, prometheus.GaugeValue, float64(r.states[s]), id, s)
+		for _, s := range ledger.States() {
+			ch <- prometheus.MustNewConstMetric(c.items, prometheus.GaugeValue, float64(r.states[s]), id, string(s))
 		}
 		if r.duration != nil && r.completed != nil {
 			ch <- prometheus.MustNewConstMetric(c.runDuration, prometheus.GaugeValue, *r.duration, id)

@@ -5,22 +5,14 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"fmt"
-	"io"
 	"log/slog"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
-	"github.com/reconcile/reconcile/internal/enqueue"
-	"github.com/reconcile/reconcile/internal/payments"
-	"github.com/reconcile/reconcile/internal/pgtest"
 	"github.com/reconcile/reconcile/internal/progress"
-	"github.com/reconcile/reconcile/internal/queue"
 )
-
-func TestMain(m *testing.M) { pgtest.Main(m) }
 
 // clock is a settable clock.
 type clock struct{ t time.Time }
@@ -204,61 +196,6 @@ func TestBarDrawsCountAndDescription(t *testing.T) {
 		if !strings.Contains(s, want) {
 			t.Errorf("bar output lacks %q:\n%q", want, s)
 		}
-	}
-}
-
-func TestRunsCountsOpenAndRecentRuns(t *testing.T) {
-	t.Parallel()
-	ctx := context.Background()
-	pool := pgtest.New(t)
-	enq, err := enqueue.New(pool, enqueue.Config{Queue: queue.New(pool, queue.Config{})})
-	if err != nil {
-		t.Fatal(err)
-	}
-	enqueueDay := func(day int, n int) {
-		t.Helper()
-		var b strings.Builder
-		b.WriteString("transaction_id,account_id,amount_minor,currency,status,occurred_at\n")
-		for i := range n {
-			fmt.Fprintf(&b, "tx_%d_%d,acct_%d,100,EUR,succeeded,2026-10-%02dT10:00:00Z\n", day, i, i%3, day)
-		}
-		_, err := enq.Enqueue(ctx, enqueue.Request{Date: payments.Date{Year: 2026, Month: time.October, Day: day},
-			Source: "test.csv", Open: func() (io.ReadCloser, error) { return io.NopCloser(strings.NewReader(b.String())), nil }})
-		if err != nil {
-			t.Fatal(err)
-		}
-	}
-	enqueueDay(23, 5)
-	enqueueDay(24, 10)
-	since := time.Now().Add(-time.Hour)
-
-	c, err := progress.Runs(ctx, pool, since)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if c != (progress.Counts{Done: 0, Total: 15}) {
-		t.Fatalf("fresh runs: %+v", c)
-	}
-	// The items of one shard of the 24th finish (the shard counts down to
-	// 0); the 23rd completed before since and drops out.
-	var finished int64
-	if err := pool.QueryRow(ctx, `
-		WITH s AS (SELECT run_id, min(shard) AS shard FROM items JOIN runs USING (run_id)
-		            WHERE business_date = '2026-10-24' GROUP BY run_id)
-		UPDATE run_shards rs SET remaining = 0 FROM s
-		 WHERE rs.run_id = s.run_id AND rs.shard = s.shard
-		RETURNING (SELECT count(*) FROM items i WHERE i.run_id = s.run_id AND i.shard = s.shard)`).Scan(&finished); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := pool.Exec(ctx, `UPDATE runs SET completed_at = $1 WHERE business_date = '2026-10-23'`, since.Add(-time.Minute)); err != nil {
-		t.Fatal(err)
-	}
-	c, err = progress.Runs(ctx, pool, since)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if c != (progress.Counts{Done: finished, Total: 10}) || finished == 0 {
-		t.Fatalf("after progress: %+v, want %d of 10 done", c, finished)
 	}
 }
 

@@ -33,6 +33,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/reconcile/reconcile/internal/ledger"
 	"github.com/reconcile/reconcile/internal/provider"
 )
 
@@ -141,18 +142,11 @@ type Config struct {
 	Logger *slog.Logger
 }
 
-// Outcomes of [Expected].
-const (
-	OutcomeMatched      = "matched"
-	OutcomeMismatched   = "mismatched"
-	OutcomeMissing      = "missing"
-	OutcomeDeadLettered = "dead_lettered"
-)
-
 // Expected is the correct final outcome of one transaction.
 type Expected struct {
-	// Outcome is matched, mismatched, missing or dead_lettered.
-	Outcome string
+	// Outcome is the item's terminal state: ledger.Matched, Mismatched,
+	// Missing or DeadLettered.
+	Outcome ledger.State
 	// Fault is the fault the transaction was given.
 	Fault Fault
 	// Fields lists the differing fields of a mismatch (amount_minor,
@@ -433,24 +427,24 @@ func (s *Server) Truth(id string) Expected {
 	cleared := s.faultsCleared
 	s.mu.Unlock()
 	if !known {
-		return Expected{Outcome: OutcomeMissing, Fault: FaultMissing}
+		return Expected{Outcome: ledger.Missing, Fault: FaultMissing}
 	}
 	f := s.fault(id)
 	if cleared {
 		f = FaultNone
 	}
-	e := Expected{Fault: f, Provider: rec, Outcome: OutcomeMatched}
+	e := Expected{Fault: f, Provider: rec, Outcome: ledger.Matched}
 	switch f {
 	case FaultMismatch:
 		var field string
 		e.Provider, field = s.mismatch(rec)
-		e.Outcome, e.Fields = OutcomeMismatched, []string{field}
+		e.Outcome, e.Fields = ledger.Mismatched, []string{field}
 	case FaultMissing:
-		e = Expected{Outcome: OutcomeMissing, Fault: f}
+		e = Expected{Outcome: ledger.Missing, Fault: f}
 	case FaultBadRequest:
-		e = Expected{Outcome: OutcomeDeadLettered, Fault: f, Reason: "http_400"}
+		e = Expected{Outcome: ledger.DeadLettered, Fault: f, Reason: "http_400"}
 	case FaultBadBody:
-		e = Expected{Outcome: OutcomeDeadLettered, Fault: f, Reason: "max_attempts"}
+		e = Expected{Outcome: ledger.DeadLettered, Fault: f, Reason: "max_attempts"}
 	}
 	return e
 }

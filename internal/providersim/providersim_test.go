@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/reconcile/reconcile/internal/decision"
+	"github.com/reconcile/reconcile/internal/ledger"
 	"github.com/reconcile/reconcile/internal/provider"
 )
 
@@ -258,7 +259,7 @@ func TestFaultsAndTruth(t *testing.T) {
 			t.Errorf("%v: %d transactions, want %.0f±%.0f", f, counts[f], want, tol)
 		}
 	}
-	if e := b.sim.Truth("unknown"); e.Outcome != OutcomeMissing {
+	if e := b.sim.Truth("unknown"); e.Outcome != ledger.Missing {
 		t.Errorf("Truth(unknown) = %+v", e)
 	}
 
@@ -281,8 +282,8 @@ func TestFaultsAndTruth(t *testing.T) {
 			}
 		}
 		switch want.Outcome {
-		case OutcomeMatched, OutcomeMismatched, OutcomeMissing:
-			if d.Action != decision.Ack || string(d.Outcome) != want.Outcome {
+		case ledger.Matched, ledger.Mismatched, ledger.Missing:
+			if d.Action != decision.Ack || d.Outcome != want.Outcome {
 				t.Errorf("%q (%v): decision %v %v, truth %s", r.ID, want.Fault, d.Action, d.Outcome, want.Outcome)
 			}
 			var fields []string
@@ -292,7 +293,7 @@ func TestFaultsAndTruth(t *testing.T) {
 			if !slices.Equal(fields, want.Fields) {
 				t.Errorf("%q: differing fields %v, truth %v", r.ID, fields, want.Fields)
 			}
-		case OutcomeDeadLettered:
+		case ledger.DeadLettered:
 			if d.Action != decision.DeadLetter || d.Reason != want.Reason {
 				t.Errorf("%q (%v): decision %v %s, truth dead-lettered %s", r.ID, want.Fault, d.Action, d.Reason, want.Reason)
 			}
@@ -428,7 +429,7 @@ func TestConfigEndpointAndStats(t *testing.T) {
 	if r, _ := b.get(t, bad, "k1"); r.Status != 200 || r.Record.ID != bad {
 		t.Errorf("after clearing: %d %+v", r.Status, r.Record)
 	}
-	if e := b.sim.Truth(bad); e.Outcome != OutcomeMatched {
+	if e := b.sim.Truth(bad); e.Outcome != ledger.Matched {
 		t.Errorf("Truth after clearing = %+v", e)
 	}
 	if code, out := post(`{"limit":"5@0s,50@10s","burst":3}`); code != 200 || out["limit"] != "5@0s,50@10s" || out["burst"] != 3.0 {

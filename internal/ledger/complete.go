@@ -1,0 +1,148 @@
+package ledger
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"slices"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+)
+
+// accountKey names one account of a run.
+type accountKey struct {
+	RunID     uuid.UUID
+	AccountID string
+}
+
+// stamp is when and by whom a completion was made: the latest terminal
+// change of the account or run in the batch (nil at: the database clock).
+type stamp struct {
+	at    *time.Time
+	actor string
+	set   bool
+}
+
+func (s stamp) later(c Change) stamp {
+	at := nullTime(c.At)
+	switch {
+	case !s.set:
+		return stamp{at: at, actor: c.Actor, set: true}
+	case s.at == nil:
+		return s
+	case at == nil || at.After(*s.at):
+		return stamp{at: at, actor: c.Actor, set: true}
+	}
+	return s
+}
+
+// complete writes the completion records of the accounts whose counters
+// reached zero and of the runs that had a shard reach zero and now have
+// none open, in one round trip.
+func complete(ctx context.Context, tx DB, cs []Change, changed []changedRow, accounts []accountKey, runs []uuid.UUID) (Result, error) {
+	accountOf := make(map[Key]string, len(changed))
+	for _, c := range changed {
+		accountOf[Key{c.RunID, c.TransactionID}] = c.AccountID
+	}
+	byAccount := map[accountKey]stamp{}
+	byRun := map[uuid.UUID]stamp{}
+	for _, c := range cs {
+		if c.To.Terminal() {
+			k := accountKey{c.RunID, accountOf[Key{c.RunID, c.TransactionID}]}
+			byAccount[k] = byAccount[k].later(c)
+			byRun[c.RunID] = byRun[c.RunID].later(c)
+		}
+	}
+
+	b := &pgx.Batch{}
+	if len(accounts) > 0 {
+		var runIDs []uuid.UUID
+		var ids, actors []string
+		var ats []*time.Time
+		for _, k := range accounts {
+			s := byAccount[k]
+			runIDs, ids, ats, actors = append(runIDs, k.RunID), append(ids, k.AccountID), append(ats, s.at), append(actors, s.actor)
+		}
+		b.Queue(completeAccounts, runIDs, ids, ats, actors)
+	}
+	// Run rows are locked in one order, like the counters.
+	slices.SortFunc(runs, func(x, y uuid.UUID) int { return bytes.Compare(x[:], y[:]) })
+	runs = slices.Compact(runs)
+	for _, run := range runs {
+		s := byRun[run]
+		b.Queue(lockRun, run)
+		b.Queue(completeRun, run, s.at, s.actor)
+	}
+
+	res := Result{AccountsCompleted: len(accounts)}
+	br := tx.SendBatch(ctx, b)
+	defer br.Close()
+	if len(accounts) > 0 {
+		if _, err := br.Exec(); err != nil {
+			return Result{}, fmt.Errorf("complete %d accounts: %w", len(accounts), err)
+		}
+	}
+	for _, run := range runs {
+		if _, err := br.Exec(); err != nil {
+			return Result{}, fmt.Errorf("lock run %s: %w", run, err)
+		}
+		tag, err := br.Exec()
+		if err != nil {
+			return Result{}, fmt.Errorf("complete run %s: %w", run, err)
+		}
+		if tag.RowsAffected() > 0 {
+			res.RunsCompleted = append(res.RunsCompleted, run)
+		}
+	}
+	if err := br.Close(); err != nil {
+		return Result{}, fmt.Errorf("complete runs: %w", err)
+	}
+	return res, nil
+}
+
+// lockRun is taken only by transactions that emptied a shard of the run, so
+// at most one per shard ever waits on it. FOR NO KEY UPDATE, not FOR
+// UPDATE: account completions hold a KEY SHARE lock on the run row through
+// their foreign key, and FOR UPDATE would deadlock against them.
+const lockRun = `SELECT 1 FROM runs WHERE run_id = $1 FOR NO KEY UPDATE`
+
+// The completion statements; their per-state columns are built from
+// [TerminalStates] once.
+var (
+	completeAccounts = `
+		INSERT INTO account_completions AS c (run_id, account_id, items, ` + perTerminal(`%s`, `, `) + `,
+		                                      provider_calls, throttles, completed_at, completed_by)
+		SELECT p.run_id, p.account_id, p.item_count, ` + perTerminal(`p.%s`, `, `) + `,
+		       p.provider_calls, p.throttles, coalesce(k.at, now()), k.actor
+		  FROM unnest($1::uuid[], $2::text[], $3::timestamptz[], $4::text[]) AS k(run_id, account_id, at, actor)
+		  JOIN account_progress p USING (run_id, account_id)
+		ON CONFLICT (run_id, account_id) DO UPDATE SET ` + completeAgain()
+
+	// completeRun runs after lockRun, in a fresh READ COMMITTED snapshot:
+	// the last shard-emptying transaction to get the lock sees all the
+	// others committed, finds no open item and writes the completion.
+	completeRun = `
+		WITH totals AS (
+		    SELECT ` + perTerminal(`sum(%s) AS %s`, `, `) + `,
+		           sum(provider_calls) AS provider_calls, sum(throttles) AS throttles
+		      FROM run_shards WHERE run_id = $1
+		    HAVING sum(remaining) = 0),
+		done AS (UPDATE runs SET completed_at = coalesce($2, now()) FROM totals WHERE run_id = $1)
+		INSERT INTO run_completions AS c (run_id, items, ` + perTerminal(`%s`, `, `) + `,
+		                                  provider_calls, throttles, completed_at, completed_by)
+		SELECT $1, ` + perTerminal(`%s`, ` + `) + `, ` + perTerminal(`%s`, `, `) + `,
+		       provider_calls, throttles, coalesce($2, now()), $3
+		  FROM totals
+		ON CONFLICT (run_id) DO UPDATE SET ` + completeAgain()
+)
+
+// completeAgain replaces a completion record when requeued items finished
+// an account or a run a second time.
+func completeAgain() string {
+	return `
+		       round = c.round + 1, items = excluded.items, ` + perTerminal(`%s = excluded.%s`, `, `) + `,
+		       provider_calls = excluded.provider_calls, throttles = excluded.throttles,
+		       completed_at = excluded.completed_at, completed_by = excluded.completed_by`
+}

@@ -1,0 +1,184 @@
+package ledger
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+
+	"github.com/reconcile/reconcile/internal/payments"
+)
+
+// NewRun is the row of a run being created.
+type NewRun struct {
+	RunID            uuid.UUID
+	ReconciliationID string
+	BusinessDate     payments.Date
+	// Generation is 1 for the first run of the date, N+1 for each full
+	// re-run.
+	Generation int
+	// Trigger is what started the run: manual or cron.
+	Trigger string
+	// TriggeredBy names who started it.
+	TriggeredBy string
+	// Source names the input: a file path, "-" or table:NAME.
+	Source string
+	// TimeZone is the IANA zone in which BusinessDate was read.
+	TimeZone string
+}
+
+// CreateRun inserts the row of a new run with no items yet, inside the
+// caller's transaction. It returns false, and writes nothing, when the date
+// already has a run of that generation. The unique (business_date,
+// generation) key makes a concurrent creator of the same run wait for the
+// first to commit, and then get false. Insert the items with InsertItems,
+// then call InitCounters and FinishRun.
+func CreateRun(ctx context.Context, tx DB, r NewRun) (bool, error) {
+	tag, err := tx.Exec(ctx, `
+		INSERT INTO runs (run_id, reconciliation_id, business_date, generation, trigger, triggered_by,
+		                  source, source_sha256, time_zone, item_count)
+		VALUES ($1, $2, $3, $4, $5, $6, $7, '', $8, 0)
+		ON CONFLICT DO NOTHING`,
+		r.RunID, r.ReconciliationID, r.BusinessDate.String(), r.Generation, r.Trigger, r.TriggeredBy,
+		r.Source, r.TimeZone)
+	if err != nil {
+		return false, fmt.Errorf("create run %s: %w", r.ReconciliationID, err)
+	}
+	return tag.RowsAffected() > 0, nil
+}
+
+// FinishRun records the item count and the input's SHA-256 (hex) of a run
+// that CreateRun created, once InsertItems has written its items. It does
+// not complete the run: that happens when its last item ends (see
+// RecordBatch).
+func FinishRun(ctx context.Context, tx DB, runID uuid.UUID, items int, sourceSHA256 string) error {
+	if _, err := tx.Exec(ctx, `UPDATE runs SET item_count = $2, source_sha256 = $3 WHERE run_id = $1`,
+		runID, items, sourceSHA256); err != nil {
+		return fmt.Errorf("finish run %s: %w", runID, err)
+	}
+	return nil
+}
+
+// Run identifies a run and its size.
+type Run struct {
+	RunID            uuid.UUID
+	ReconciliationID string
+	Generation       int
+	// Items is the run's item count as recorded by FinishRun.
+	Items int
+}
+
+// LatestGeneration returns the highest generation of the date's runs, 0
+// when it has none.
+func LatestGeneration(ctx context.Context, db DB, d payments.Date) (int, error) {
+	var latest int
+	if err := db.QueryRow(ctx, `SELECT coalesce(max(generation), 0) FROM runs WHERE business_date = $1`,
+		d.String()).Scan(&latest); err != nil {
+		return 0, fmt.Errorf("find latest generation of %s: %w", d, err)
+	}
+	return latest, nil
+}
+
+// FindRun returns the run of the date and generation, or ErrNotFound.
+func FindRun(ctx context.Context, db DB, d payments.Date, generation int) (Run, error) {
+	var r Run
+	err := db.QueryRow(ctx, `SELECT run_id, reconciliation_id, generation, item_count FROM runs
+		WHERE business_date = $1 AND generation = $2`, d.String(), generation).
+		Scan(&r.RunID, &r.ReconciliationID, &r.Generation, &r.Items)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return Run{}, fmt.Errorf("find run %d of %s: %w", generation, d, ErrNotFound)
+	}
+	if err != nil {
+		return Run{}, fmt.Errorf("find run %d of %s: %w", generation, d, err)
+	}
+	return r, nil
+}
+
+// LockLatestRun returns the date's run of the highest generation and locks
+// its row (FOR NO KEY UPDATE) until the caller's transaction ends, so that
+// concurrent requeues of the date take turns. It returns ErrNotFound when
+// the date has no run.
+func LockLatestRun(ctx context.Context, tx DB, d payments.Date) (Run, error) {
+	var r Run
+	err := tx.QueryRow(ctx, `SELECT run_id, reconciliation_id, generation, item_count FROM runs
+		WHERE business_date = $1 ORDER BY generation DESC LIMIT 1 FOR NO KEY UPDATE`, d.String()).
+		Scan(&r.RunID, &r.ReconciliationID, &r.Generation, &r.Items)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return Run{}, fmt.Errorf("find latest run of %s: %w", d, ErrNotFound)
+	}
+	if err != nil {
+		return Run{}, fmt.Errorf("find latest run of %s: %w", d, err)
+	}
+	return r, nil
+}
+
+// OpenRuns counts the runs that are not complete: those with an item in an
+// open state.
+func OpenRuns(ctx context.Context, db DB) (int, error) {
+	var open int
+	if err := db.QueryRow(ctx, `SELECT count(*) FROM runs WHERE completed_at IS NULL`).Scan(&open); err != nil {
+		return 0, fmt.Errorf("count open runs: %w", err)
+	}
+	return open, nil
+}
+
+// Completion is the completion record of a run: its totals when its last
+// item ended.
+type Completion struct {
+	ReconciliationID string
+	Items            int
+	Matched          int
+	Mismatched       int
+	Missing          int
+	DeadLettered     int
+	ProviderCalls    int64
+	Throttles        int64
+	// Took is the time from the run's creation to its completion.
+	Took time.Duration
+}
+
+// Completions returns the completion records of every completed run, by
+// business date and generation.
+func Completions(ctx context.Context, db DB) ([]Completion, error) {
+	rows, err := db.Query(ctx, `
+		SELECT r.reconciliation_id, c.items, c.matched, c.mismatched, c.missing, c.dead_lettered,
+		       c.provider_calls, c.throttles, c.completed_at - r.created_at
+		  FROM runs r JOIN run_completions c USING (run_id)
+		 ORDER BY r.business_date, r.generation`)
+	if err != nil {
+		return nil, fmt.Errorf("read completions: %w", err)
+	}
+	out, err := pgx.CollectRows(rows, pgx.RowToStructByPos[Completion])
+	if err != nil {
+		return nil, fmt.Errorf("read completions: %w", err)
+	}
+	return out, nil
+}
+
+// Progress counts the items of a set of runs.
+type Progress struct {
+	// Items is the number of items of the runs.
+	Items int64
+	// Done is the number of those in a terminal state.
+	Done int64
+}
+
+// RunProgress counts the items of the runs that are open or completed at or
+// after since. It reads the completion counters (run_shards), not the
+// items, so it stays cheap on runs of millions of items.
+func RunProgress(ctx context.Context, db DB, since time.Time) (Progress, error) {
+	var p Progress
+	err := db.QueryRow(ctx, `
+		SELECT coalesce(sum(r.item_count), 0)::bigint,
+		       coalesce(sum(r.item_count - coalesce(s.remaining, 0)), 0)::bigint
+		  FROM runs r
+		  LEFT JOIN LATERAL (SELECT sum(remaining) AS remaining FROM run_shards WHERE run_id = r.run_id) s ON true
+		 WHERE r.completed_at IS NULL OR r.completed_at >= $1`, since).Scan(&p.Items, &p.Done)
+	if err != nil {
+		return Progress{}, fmt.Errorf("count progress of open runs: %w", err)
+	}
+	return p, nil
+}
