@@ -16,9 +16,4 @@
 // write a penalty. The logic is therefore tested without sleeping; the test
 // files hold a plain token bucket and AIMD rate that the row's statements are
 // checked against.
-//
-// Files: config.go (Config and its defaults), shared.go (Shared, the row and
-// its poll), local.go (the local state), wait.go (Wait), lease.go (the lease
-// statement), throttle.go (Throttled, Succeeded, Observe and the penalty
-// statement), curve.go, hints.go, settings.go (the operator's settings).
 package limiter
