@@ -41,7 +41,7 @@ func TestAIMD(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
-			a := NewAIMD(100, 5, 0, 0)
+			a := newAIMD(100, 5, 0, 0)
 			for i, s := range tt.steps {
 				var got float64
 				if s.throttle == success {
@@ -62,7 +62,7 @@ func TestAIMDStaysWithinBounds(t *testing.T) {
 	for seed := range uint64(100) {
 		rng := rand.New(rand.NewPCG(seed, 1))
 		ceiling := 0.1 + rng.Float64()*1000
-		a := NewAIMD(ceiling, 0, rng.Float64(), rng.Float64()*0.5)
+		a := newAIMD(ceiling, 0, rng.Float64(), rng.Float64()*0.5)
 		now := t0
 		for range 2000 {
 			now = now.Add(time.Duration(rng.Int64N(int64(2 * time.Second))))

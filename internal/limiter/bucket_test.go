@@ -30,7 +30,7 @@ func TestBucketReserve(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
-			b := NewBucket(tt.rate, tt.burst, t0)
+			b := newBucket(tt.rate, tt.burst, t0)
 			for i, s := range tt.steps {
 				if got := b.Reserve(t0.Add(s.at)); got != s.want {
 					t.Errorf("step %d at +%v: wait %v, want %v", i, s.at, got, s.want)
@@ -42,7 +42,7 @@ func TestBucketReserve(t *testing.T) {
 
 func TestBucketPenalise(t *testing.T) {
 	t.Parallel()
-	b := NewBucket(100, 50, t0)
+	b := newBucket(100, 50, t0)
 	b.Penalise(t0, 30*time.Second)
 	deadline := t0.Add(30 * time.Second)
 	if got := b.PenaltyUntil(); !got.Equal(deadline) {
@@ -76,7 +76,7 @@ func TestBucketRateBound(t *testing.T) {
 		rng := rand.New(rand.NewPCG(seed, 7))
 		rate := 0.5 + rng.Float64()*200
 		burst := 1 + rng.IntN(30)
-		b := NewBucket(rate, burst, t0)
+		b := newBucket(rate, burst, t0)
 		now := t0
 		var grants []time.Time
 		for range 400 {
@@ -130,7 +130,7 @@ func checkRateBound(t *testing.T, grants []time.Time, rate float64, burst int, s
 
 func TestBucketSetLimit(t *testing.T) {
 	t.Parallel()
-	b := NewBucket(10, 10, t0)
+	b := newBucket(10, 10, t0)
 	b.SetLimit(t0, 1, 2)
 	if got := b.Tokens(t0); got != 2 {
 		t.Fatalf("tokens after lowering burst = %v, want 2", got)
@@ -140,7 +140,7 @@ func TestBucketSetLimit(t *testing.T) {
 	if w := b.Reserve(t0); w != time.Second {
 		t.Fatalf("wait at new rate 1/s = %v, want 1s", w)
 	}
-	if NewBucket(math.NaN(), 0, t0).Burst() != 1 {
+	if newBucket(math.NaN(), 0, t0).Burst() != 1 {
 		t.Fatal("invalid burst not raised to 1")
 	}
 }

@@ -7,9 +7,6 @@ import (
 
 // The recovery curve's shape (see curve).
 const (
-	// defaultRecovery is the concave approach back to the plateau after a
-	// throttle below or on it (the limit fell, or was never known).
-	defaultRecovery = 2 * time.Second
 	// probeRecovery is the concave approach after a throttle while probing
 	// above the plateau: the plateau just held, so the way back is short.
 	probeRecovery = time.Second
@@ -184,11 +181,4 @@ func (c *curve) rate(now time.Time) float64 {
 		y := (x - c.approach - plateauHold).Seconds() / probeScale.Seconds()
 		return p * (1 + y*y*y)
 	}
-}
-
-func maxTime(a, b time.Time) time.Time {
-	if a.After(b) {
-		return a
-	}
-	return b
 }

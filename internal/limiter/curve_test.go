@@ -42,9 +42,9 @@ func (p *simProvider) call(at time.Duration) (ok bool, retryAfter time.Duration)
 func simulate(limit func(time.Duration) float64, providerBurst int, ceiling float64, burst int,
 	latency, length time.Duration) []simSecond {
 	p := &simProvider{limit: limit, burst: float64(providerBurst), tokens: float64(providerBurst)}
-	a := NewAIMD(ceiling, 0, DefaultDecrease, DefaultIncrease)
-	c := newCurve(DefaultDecrease, defaultRecovery)
-	b := NewBucket(ceiling, burst, t0)
+	a := newAIMD(ceiling, 0, DefaultDecrease, DefaultIncrease)
+	c := newCurve(DefaultDecrease, DefaultRecovery)
+	b := newBucket(ceiling, burst, t0)
 	out := make([]simSecond, int(length/time.Second))
 	for i := range out {
 		out[i].limit = limit(time.Duration(i) * time.Second)

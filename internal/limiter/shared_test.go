@@ -265,13 +265,6 @@ func TestSharedAIMD(t *testing.T) {
 	}
 }
 
-func TestOpenRejectsBadConfig(t *testing.T) {
-	t.Parallel()
-	if _, err := Open(context.Background(), nil, Config{Floor: -1}); err == nil {
-		t.Fatal("Open accepted Floor -1")
-	}
-}
-
 // BenchmarkSharedWait measures the grant path with an unreachable limit:
 // grants per second and database round trips per grant.
 func BenchmarkSharedWait(b *testing.B) {

@@ -1,0 +1,19 @@
+// Package limiter paces calls to the payment provider.
+//
+// Shared is the limiter the consumer uses: a token bucket with an adaptive
+// rate that lives in one PostgreSQL row per limiter name (table
+// rate_limiters), so every worker of every process draws from the same
+// budget. Tokens are leased in small batches with one atomic UPDATE,
+// penalties and rate changes are written to the row so every process honours
+// them, and `reconcile limit set` (SaveSettings) reaches running processes
+// within a second.
+//
+// Around the row, each process keeps pure state whose methods take the time
+// and do no I/O, in the style of golang.org/x/time/rate: the leased slots and
+// what to do next (local), the recovery curve after a throttle (curve), and
+// the rate-limit headers of the provider's answers (ParseHints, Hints). Shared
+// holds its mutex around them and carries out their answer: sleep, lease or
+// write a penalty. The logic is therefore tested without sleeping; the test
+// files hold a plain token bucket and AIMD rate that the row's statements are
+// checked against.
+package limiter

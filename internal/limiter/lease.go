@@ -1,0 +1,138 @@
+package limiter
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+)
+
+// fetch leases a batch of tokens. It is called and returns with l.mu held,
+// releasing it during the round trip.
+func (l *Shared) fetch(ctx context.Context, now time.Time) error {
+	ch := make(chan struct{})
+	l.fetching = ch
+	defer func() {
+		l.fetching = nil
+		close(ch)
+	}()
+	want := l.local.leaseSize(now, l.waiters, l.snap.EffectiveRate, l.snap.Burst)
+	rep := l.local.takeReport()
+	floor := l.floor()
+	var follow float64
+	if l.curve != nil {
+		follow = l.curve.rate(now)
+	}
+	l.mu.Unlock()
+
+	var err error
+	if !rep.hintStop.IsZero() {
+		err = l.penalise(ctx, now, rep.hintStop, 1)
+	}
+	var res leaseResult
+	if err == nil {
+		res, err = l.lease(ctx, now, want, rep.success, rep.hintRate, follow, floor)
+	}
+
+	l.mu.Lock()
+	if err != nil {
+		// Keep what the round trip did not deliver for the next one.
+		l.local.restore(rep)
+		return fmt.Errorf("lease tokens of limiter %s: %w", l.cfg.Name, err)
+	}
+	l.apply(res.row, now)
+	l.local.leased(now, want, res)
+	return nil
+}
+
+// leaseResult is the row's answer to a lease.
+type leaseResult struct {
+	row          rowState
+	n            int       // tokens granted
+	avail        float64   // tokens in the bucket at t0 before the grant
+	t0           time.Time // instant the grant refers to
+	penalised    bool
+	penaltyUntil time.Time
+}
+
+// leaseSQL refills the bucket to @now at the old effective rate, grants up
+// to @want tokens that are due within @window seconds (none during a
+// penalty), sets the effective rate to the recovery curve's rate (@curve) or
+// else applies the additive increase (@success: a success was seen), applies
+// the header cap (@hint), keeps the effective rate within [@floor, rate] and
+// returns the grant with the row. The increase is @increase of the rate per
+// second since the later of the last increase and the end of the hold,
+// counting at most one second. The test model (aimd and bucket in the test
+// files) follows the same rules and is checked against this statement.
+const leaseSQL = `
+WITH cur AS (
+    SELECT name, rate, burst, effective_rate, decrease_hold_until, increased_at,
+           greatest(coalesce(updated_at, @now::timestamptz), @now::timestamptz) AS t0,
+           CASE WHEN updated_at IS NULL THEN burst::float8
+                ELSE least(burst::float8, tokens + effective_rate *
+                     greatest(0, extract(epoch FROM (@now::timestamptz - updated_at)))::float8) END AS avail,
+           coalesce(penalty_until > @now::timestamptz, false) AS penalised,
+           coalesce(decrease_hold_until > @now::timestamptz, false) AS held
+      FROM rate_limiters
+     WHERE name = @name
+       FOR UPDATE
+), next AS (
+    SELECT cur.*,
+           CASE WHEN penalised THEN 0
+                ELSE least(@want::int, greatest(0, floor(avail + effective_rate * @window::float8)))::int END AS n,
+           (@success::bool AND NOT penalised AND NOT held) AS grow
+      FROM cur
+)
+UPDATE rate_limiters r
+   SET tokens = next.avail - next.n,
+       updated_at = next.t0,
+       effective_rate = greatest(least(@floor::float8, r.rate), least(r.rate,
+           coalesce(@curve::float8, r.effective_rate + CASE WHEN next.grow THEN r.rate * @increase::float8 * least(1, greatest(0,
+               extract(epoch FROM (@now::timestamptz - coalesce(greatest(r.increased_at, r.decrease_hold_until), @now::timestamptz))))::float8)
+               ELSE 0 END),
+           coalesce(@hint::float8, 'Infinity'::float8))),
+       increased_at = CASE WHEN next.grow OR @curve::float8 IS NOT NULL THEN @now::timestamptz ELSE r.increased_at END
+  FROM next
+ WHERE r.name = next.name
+RETURNING next.n, next.avail, next.t0, next.penalised, r.rate, r.burst, r.effective_rate, r.penalty_until, r.throttles`
+
+// lease runs leaseSQL at now for want tokens. hintRate and follow are 0 when
+// there is no header cap or no recovery curve.
+func (l *Shared) lease(ctx context.Context, now time.Time, want int, success bool, hintRate, follow, floor float64) (leaseResult, error) {
+	var res leaseResult
+	var hint, curve *float64
+	if hintRate > 0 {
+		hint = &hintRate
+	}
+	if follow > 0 {
+		curve = &follow
+	}
+	args := pgx.StrictNamedArgs{
+		"name":     l.cfg.Name,
+		"now":      now,
+		"want":     want,
+		"window":   l.cfg.LeaseWindow.Seconds(),
+		"success":  success,
+		"hint":     hint,
+		"floor":    floor,
+		"increase": l.cfg.Increase,
+		"curve":    curve,
+	}
+	err := l.pool.QueryRow(ctx, leaseSQL, args).
+		Scan(append([]any{&res.n, &res.avail, &res.t0, &res.penalised}, res.row.dest()...)...)
+	l.mu.Lock()
+	l.snap.RoundTrips++
+	l.mu.Unlock()
+	if errors.Is(err, pgx.ErrNoRows) {
+		return res, fmt.Errorf("limiter row %s deleted", l.cfg.Name)
+	}
+	if err != nil {
+		return res, err
+	}
+	if res.row.PenaltyUntil != nil {
+		res.penaltyUntil = *res.row.PenaltyUntil
+	}
+	return res, nil
+}

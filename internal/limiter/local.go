@@ -1,0 +1,265 @@
+package limiter
+
+import (
+	"math"
+	"time"
+)
+
+// local is one process's side of a Shared limiter, in the shape of
+// golang.org/x/time/rate's Limiter: the token slots it leased from the row
+// and has not handed out, when it may lease again, the latest penalty it
+// knows, the pacing of slots used late, the demand that sizes the next lease
+// and what it has to tell the row with that lease. Its methods take the time
+// (and what they need of the row: the effective rate, the burst) and do no
+// I/O; Shared holds its mutex around them and carries out their answer.
+//
+// The zero value is not usable; call newLocal. Not safe for concurrent use.
+type local struct {
+	window time.Duration // LeaseWindow
+
+	slots     []time.Time // leased, unclaimed token slots, earliest first
+	retryAt   time.Time   // no lease before this: the row said wait
+	penalty   time.Time   // latest penalty known here
+	lastGrant time.Time   // latest time handed to a caller, so late slots are paced after it
+	// Demand: grants in the current and the previous window, so a lease
+	// covers what callers took lately, not only who waits now.
+	demandStart time.Time
+	demandNow   int
+	demandPrev  int
+	expired     int64  // leased slots that expired unused
+	pending     report // for the row, with the next lease
+}
+
+// newLocal returns the local state of a limiter whose leased slots expire
+// window after their time.
+func newLocal(window time.Duration) *local {
+	return &local{window: window}
+}
+
+// report is what a process learned since its last lease that the row must
+// hear: it travels with the next lease.
+type report struct {
+	success  bool      // an answer that was not a throttle
+	hintRate float64   // lowest rate implied by headers; 0 none
+	hintStop time.Time // quota exhausted until this, not yet written to the row
+}
+
+// merge adds what o says to r: a failed round trip keeps its report for the
+// next one, together with whatever arrived meanwhile.
+func (r *report) merge(o report) {
+	r.success = r.success || o.success
+	if o.hintRate > 0 && (r.hintRate == 0 || o.hintRate < r.hintRate) {
+		r.hintRate = o.hintRate
+	}
+	r.hintStop = maxTime(r.hintStop, o.hintStop)
+}
+
+// action is what a caller of Wait does next.
+type action int
+
+const (
+	// actGrant: use the reserved slot at the reservation's time.
+	actGrant action = iota
+	// actSleep: no lease before the reservation's time; ask again then.
+	actSleep
+	// actAwait: another caller's lease is in flight; ask again when it
+	// returns.
+	actAwait
+	// actLease: lease a batch from the row, then ask again.
+	actLease
+)
+
+// reservation is local's answer to a caller of Wait.
+type reservation struct {
+	act  action
+	at   time.Time // actGrant: when to act; actSleep: when to ask again
+	slot time.Time // actGrant: the slot reserved, for cancel
+}
+
+// advance drops the slots that can no longer be used at now: all of them
+// during a penalty (and no lease before it ends), and those more than window
+// old.
+func (s *local) advance(now time.Time) {
+	if now.Before(s.penalty) {
+		s.slots = nil
+		s.retryAt = maxTime(s.retryAt, s.penalty)
+	}
+	for len(s.slots) > 0 && now.Sub(s.slots[0]) > s.window {
+		s.slots = s.slots[1:]
+		s.expired++
+	}
+}
+
+// reserve says what a caller of Wait does at now, rate being the effective
+// rate and leasing whether a lease is in flight: use the earliest slot (it
+// is reserved; cancel returns it), sleep until the row allows a lease, wait
+// for the lease in flight, or lease. An exhausted quota seen here leases at
+// once, even before the retry time: the row must hear of it now, not after
+// the pause it causes.
+func (s *local) reserve(now time.Time, rate float64, leasing bool) reservation {
+	s.advance(now)
+	switch {
+	case len(s.slots) > 0:
+		slot := s.slots[0]
+		s.slots = s.slots[1:]
+		return reservation{act: actGrant, at: s.grantTime(slot, now, rate), slot: slot}
+	case !leasing && !s.pending.hintStop.IsZero():
+		return reservation{act: actLease}
+	case now.Before(s.retryAt):
+		return reservation{act: actSleep, at: s.retryAt}
+	case leasing:
+		return reservation{act: actAwait}
+	}
+	return reservation{act: actLease}
+}
+
+// grantTime is when a leased slot may be used: at the slot, or, for a slot
+// already past, no sooner than one interval at the effective rate after the
+// previous grant. Spending late slots at once would squeeze calls closer
+// together than the row spaced them, and a provider whose bucket is no
+// larger than ours would answer 429; paced, lateness becomes headroom at the
+// provider instead. It reserves the time it returns.
+func (s *local) grantTime(slot, now time.Time, rate float64) time.Time {
+	at := slot
+	if now.After(slot) {
+		at = now
+		if rate > 0 {
+			at = maxTime(at, s.lastGrant.Add(time.Duration(float64(time.Second)/rate)))
+		}
+	}
+	s.lastGrant = maxTime(s.lastGrant, at)
+	return at
+}
+
+// cancel returns the slot of an actGrant reservation whose caller gave up
+// before using it.
+func (s *local) cancel(r reservation) {
+	s.slots = append([]time.Time{r.slot}, s.slots...)
+}
+
+// commit is called when the caller of an actGrant reservation acts, at now.
+// It counts the grant for the demand estimate and reports true, or reports
+// false when a penalty arrived meanwhile: the slot is void, ask again.
+func (s *local) commit(now time.Time) bool {
+	if now.Before(s.penalty) {
+		return false
+	}
+	s.demand(now)
+	s.demandNow++
+	return true
+}
+
+// demand returns the grants of the last full window or the current one,
+// whichever is larger, rolling the windows forward to now.
+func (s *local) demand(now time.Time) int {
+	if elapsed := now.Sub(s.demandStart); elapsed >= s.window {
+		s.demandPrev = s.demandNow
+		if elapsed >= 2*s.window {
+			s.demandPrev = 0
+		}
+		s.demandNow = 0
+		s.demandStart = now
+	}
+	return max(s.demandNow, s.demandPrev)
+}
+
+// leaseSize returns how many tokens to lease at now, for waiters callers
+// inside Wait, at effective rate rate and with burst: as many as wait or
+// were taken lately, at most window of the rate and burst, at least one.
+func (s *local) leaseSize(now time.Time, waiters int, rate float64, burst int) int {
+	most := int(math.Floor(rate * s.window.Seconds()))
+	return max(1, min(max(waiters, s.demand(now)), most, burst))
+}
+
+// takeReport returns the report for a lease and starts a new one. If the
+// lease fails, restore gives it back.
+func (s *local) takeReport() report {
+	r := s.pending
+	s.pending = report{}
+	return r
+}
+
+// restore gives back the report of a lease that failed.
+func (s *local) restore(r report) { s.pending.merge(r) }
+
+// leased records the answer to a lease of want tokens made at now: the
+// granted slots, or, when nothing was granted, when to come back.
+func (s *local) leased(now time.Time, want int, res leaseResult) {
+	rate := res.row.EffectiveRate
+	if res.n == 0 {
+		retry := res.penaltyUntil
+		if !res.penalised {
+			// Come back when the whole batch asked for is due within the
+			// window, not for a single token: fewer, fuller round trips.
+			need := (float64(want) - res.avail) / rate
+			retry = res.t0.Add(durationOf(need) - s.window)
+		}
+		s.retryAt = maxTime(retry, now.Add(time.Millisecond))
+		return
+	}
+	for i := 1; i <= res.n; i++ {
+		s.slots = append(s.slots, res.t0.Add(durationOf((float64(i)-res.avail)/rate)))
+	}
+}
+
+// penalised records a penalty until then, as the row says: slots are
+// dropped when Wait next asks during it.
+func (s *local) penalised(until time.Time) {
+	s.penalty = maxTime(s.penalty, until)
+}
+
+// stop records a penalty until then seen by this process (a throttle or an
+// exhausted quota) and drops every slot at once.
+func (s *local) stop(until time.Time) {
+	s.penalised(until)
+	s.slots = nil
+}
+
+// resettle drops every slot: they were leased under settings that changed
+// and may be too dense now.
+func (s *local) resettle() { s.slots = nil }
+
+// succeeded records an answer that was not a throttle.
+func (s *local) succeeded() { s.pending.success = true }
+
+// hinted records a rate implied by response headers (below the effective
+// rate): the lowest since the last lease caps the row's rate.
+func (s *local) hinted(rate float64) {
+	s.pending.merge(report{hintRate: math.Max(rate, minRate)})
+}
+
+// exhausted records a quota exhausted until then: this process stops at
+// once, and the next lease writes the penalty to the row.
+func (s *local) exhausted(until time.Time) {
+	s.pending.merge(report{hintStop: until})
+	s.stop(until)
+}
+
+// minRate is the smallest rate a hint sets: one token a day.
+const minRate = 1.0 / 86400
+
+// durationOf converts seconds to a Duration, rounding up so a caller never
+// wakes before its token exists.
+func durationOf(seconds float64) time.Duration {
+	if seconds <= 0 {
+		return 0
+	}
+	if seconds >= math.MaxInt64/float64(time.Second) {
+		return math.MaxInt64
+	}
+	return time.Duration(math.Ceil(seconds * float64(time.Second)))
+}
+
+func maxTime(a, b time.Time) time.Time {
+	if a.After(b) {
+		return a
+	}
+	return b
+}
+
+func minTime(a, b time.Time) time.Time {
+	if a.Before(b) {
+		return a
+	}
+	return b
+}

@@ -1,0 +1,237 @@
+package limiter
+
+import (
+	"slices"
+	"testing"
+	"time"
+)
+
+// ms is a time offset from t0 in milliseconds.
+func ms(n int) time.Time { return t0.Add(time.Duration(n) * time.Millisecond) }
+
+func TestLocalReserve(t *testing.T) {
+	t.Parallel()
+	type want struct {
+		act     action
+		at      time.Time // zero: not checked
+		slots   int       // left after the reservation
+		expired int64
+	}
+	tests := []struct {
+		name    string
+		setup   func(s *local)
+		now     time.Time
+		rate    float64
+		leasing bool
+		want    want
+	}{
+		{"no slots: lease", func(*local) {}, ms(0), 100, false,
+			want{act: actLease}},
+		{"no slots, a lease in flight: await it", func(*local) {}, ms(0), 100, true,
+			want{act: actAwait}},
+		{"future slot: granted at its time", func(s *local) { s.slots = []time.Time{ms(30), ms(40)} }, ms(0), 100, false,
+			want{act: actGrant, at: ms(30), slots: 1}},
+		{"slot due now: granted now", func(s *local) { s.slots = []time.Time{ms(0)} }, ms(0), 100, false,
+			want{act: actGrant, at: ms(0)}},
+		{"late slot: paced one interval after the last grant", func(s *local) {
+			s.slots = []time.Time{ms(10)}
+			s.lastGrant = ms(15)
+		}, ms(20), 100, false,
+			want{act: actGrant, at: ms(25)}},
+		{"late slot, last grant long ago: granted now", func(s *local) {
+			s.slots = []time.Time{ms(10)}
+			s.lastGrant = ms(0)
+		}, ms(20), 100, false,
+			want{act: actGrant, at: ms(20)}},
+		{"slots older than the window expire", func(s *local) { s.slots = []time.Time{ms(0), ms(50), ms(150)} }, ms(140), 100, false,
+			want{act: actGrant, at: ms(140), slots: 1, expired: 1}},
+		{"slot exactly one window old is still good", func(s *local) { s.slots = []time.Time{ms(0)} }, ms(100), 100, false,
+			want{act: actGrant, at: ms(100)}},
+		{"every slot expired: lease", func(s *local) { s.slots = []time.Time{ms(0), ms(10)} }, ms(200), 100, false,
+			want{act: actLease, expired: 2}},
+		{"penalty: slots dropped, sleep until it ends", func(s *local) {
+			s.slots = []time.Time{ms(10), ms(20)}
+			s.penalty = ms(500)
+		}, ms(0), 100, false,
+			want{act: actSleep, at: ms(500)}},
+		{"penalty over: lease", func(s *local) { s.penalty = ms(500) }, ms(500), 100, false,
+			want{act: actLease}},
+		{"retry time ahead: sleep", func(s *local) { s.retryAt = ms(80) }, ms(0), 100, false,
+			want{act: actSleep, at: ms(80)}},
+		{"retry time ahead, lease in flight: sleep", func(s *local) { s.retryAt = ms(80) }, ms(0), 100, true,
+			want{act: actSleep, at: ms(80)}},
+		{"exhausted quota to report: lease at once, even in a penalty", func(s *local) { s.exhausted(ms(5000)) }, ms(0), 100, false,
+			want{act: actLease}},
+		{"exhausted quota, lease in flight: sleep", func(s *local) { s.exhausted(ms(5000)) }, ms(0), 100, true,
+			want{act: actSleep, at: ms(5000)}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			s := newLocal(100 * time.Millisecond)
+			tt.setup(s)
+			r := s.reserve(tt.now, tt.rate, tt.leasing)
+			if r.act != tt.want.act {
+				t.Fatalf("action %v, want %v", r.act, tt.want.act)
+			}
+			if !tt.want.at.IsZero() && !r.at.Equal(tt.want.at) {
+				t.Errorf("at %v, want %v", r.at.Sub(t0), tt.want.at.Sub(t0))
+			}
+			if len(s.slots) != tt.want.slots {
+				t.Errorf("%d slots left, want %d", len(s.slots), tt.want.slots)
+			}
+			if s.expired != tt.want.expired {
+				t.Errorf("%d expired, want %d", s.expired, tt.want.expired)
+			}
+		})
+	}
+}
+
+// TestLocalGrantSequence hands out a batch of slots reserved late: the
+// first goes at once, the rest at the rate, never closer together.
+func TestLocalGrantSequence(t *testing.T) {
+	t.Parallel()
+	s := newLocal(100 * time.Millisecond)
+	s.slots = []time.Time{ms(0), ms(5), ms(10), ms(20), ms(30)}
+	var got []time.Time
+	for range 5 {
+		r := s.reserve(ms(35), 100, false)
+		if r.act != actGrant {
+			t.Fatalf("action %v, want a grant", r.act)
+		}
+		got = append(got, r.at)
+	}
+	want := []time.Time{ms(35), ms(45), ms(55), ms(65), ms(75)}
+	if !slices.EqualFunc(got, want, time.Time.Equal) {
+		t.Errorf("grants at %v, want %v", got, want)
+	}
+}
+
+func TestLocalCancelAndCommit(t *testing.T) {
+	t.Parallel()
+	s := newLocal(100 * time.Millisecond)
+	s.slots = []time.Time{ms(10), ms(20)}
+	r := s.reserve(ms(0), 100, false)
+	s.cancel(r)
+	if !slices.EqualFunc(s.slots, []time.Time{ms(10), ms(20)}, time.Time.Equal) {
+		t.Fatalf("after cancel: slots %v, want the reserved one back first", s.slots)
+	}
+	s.reserve(ms(0), 100, false)
+	if !s.commit(ms(10)) {
+		t.Fatal("commit without a penalty reported the slot void")
+	}
+	if d := s.demand(ms(10)); d != 1 {
+		t.Errorf("demand after one grant %d, want 1", d)
+	}
+	s.reserve(ms(10), 100, false)
+	s.stop(ms(300)) // a throttle while the caller sleeps
+	if s.commit(ms(20)) {
+		t.Error("commit during a penalty granted the slot")
+	}
+	if d := s.demand(ms(20)); d != 1 {
+		t.Errorf("a void slot counted as demand: %d, want 1", d)
+	}
+}
+
+func TestLocalLeaseSize(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name    string
+		grants  []int // commit times, ms
+		now     int
+		waiters int
+		rate    float64
+		burst   int
+		want    int
+	}{
+		{"one waiter", nil, 0, 1, 100, 10, 1},
+		{"waiters", nil, 0, 4, 100, 10, 4},
+		{"at most the window of the rate", nil, 0, 50, 100, 100, 10},
+		{"at most burst", nil, 0, 50, 1000, 3, 3},
+		{"at least one, even at a low rate", nil, 0, 5, 1, 10, 1},
+		{"demand of the current window", []int{0, 10, 20, 30, 40, 50}, 60, 1, 1000, 100, 6},
+		{"demand of the previous window", []int{0, 10, 20, 30, 40, 50}, 150, 1, 1000, 100, 6},
+		{"no demand after two idle windows", []int{0, 10, 20, 30, 40, 50}, 250, 1, 1000, 100, 1},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			s := newLocal(100 * time.Millisecond)
+			for _, g := range tt.grants {
+				s.commit(ms(g))
+			}
+			if got := s.leaseSize(ms(tt.now), tt.waiters, tt.rate, tt.burst); got != tt.want {
+				t.Errorf("leaseSize = %d, want %d", got, tt.want)
+			}
+		})
+	}
+}
+
+func TestLocalLeased(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name      string
+		now       time.Time
+		want      int
+		res       leaseResult
+		wantSlots []time.Time
+		wantRetry time.Time
+	}{
+		{"tokens in the bucket: slots now, then at the rate", ms(0), 3,
+			leaseResult{n: 3, avail: 1.5, t0: ms(0), row: rowState{EffectiveRate: 100}},
+			[]time.Time{ms(0), ms(5), ms(15)}, time.Time{}},
+		{"empty bucket: slots ahead", ms(0), 2,
+			leaseResult{n: 2, avail: 0, t0: ms(0), row: rowState{EffectiveRate: 50}},
+			[]time.Time{ms(20), ms(40)}, time.Time{}},
+		{"nothing granted: back when the batch is due within the window", ms(0), 10,
+			leaseResult{n: 0, avail: -5, t0: ms(0), row: rowState{EffectiveRate: 10}},
+			nil, ms(1400)},
+		{"nothing granted, batch due soon: back in a millisecond at the earliest", ms(0), 1,
+			leaseResult{n: 0, avail: 0.5, t0: ms(0), row: rowState{EffectiveRate: 100}},
+			nil, ms(1)},
+		{"penalised: back when the penalty ends", ms(0), 5,
+			leaseResult{n: 0, penalised: true, penaltyUntil: ms(2000), t0: ms(0), row: rowState{EffectiveRate: 100}},
+			nil, ms(2000)},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			s := newLocal(100 * time.Millisecond)
+			s.leased(tt.now, tt.want, tt.res)
+			if !slices.EqualFunc(s.slots, tt.wantSlots, time.Time.Equal) {
+				t.Errorf("slots %v, want %v", s.slots, tt.wantSlots)
+			}
+			if !s.retryAt.Equal(tt.wantRetry) {
+				t.Errorf("retry at %v, want %v", s.retryAt.Sub(t0), tt.wantRetry.Sub(t0))
+			}
+		})
+	}
+}
+
+func TestLocalReport(t *testing.T) {
+	t.Parallel()
+	s := newLocal(100 * time.Millisecond)
+	s.succeeded()
+	s.hinted(20)
+	s.hinted(30) // higher: the lowest stands
+	s.exhausted(ms(500))
+	r := s.takeReport()
+	if want := (report{success: true, hintRate: 20, hintStop: ms(500)}); r != want {
+		t.Fatalf("report %+v, want %+v", r, want)
+	}
+	if s.pending != (report{}) {
+		t.Fatalf("after takeReport pending %+v, want empty", s.pending)
+	}
+	// The lease failed; meanwhile a lower hint and a later stop arrived.
+	s.hinted(10)
+	s.exhausted(ms(400))
+	s.restore(r)
+	if want := (report{success: true, hintRate: 10, hintStop: ms(500)}); s.pending != want {
+		t.Errorf("after restore %+v, want %+v", s.pending, want)
+	}
+	// Headers saying no request is left imply rate 0: the smallest rate.
+	s.hinted(0)
+	if s.pending.hintRate != minRate {
+		t.Errorf("after a zero hint: %v, want minRate", s.pending.hintRate)
+	}
+}
