@@ -2,7 +2,8 @@ package limiter
 
 import (
 	"context"
-	"time"
+
+	"github.com/reconcile/reconcile/internal/pause"
 )
 
 // Wait blocks until a token is granted: after any penalty, at the shared
@@ -26,7 +27,7 @@ func (l *Shared) Wait(ctx context.Context) error {
 		switch r.act {
 		case actGrant:
 			l.mu.Unlock()
-			if err := sleep(ctx, r.at.Sub(now)); err != nil {
+			if err := pause.For(ctx, r.at.Sub(now)); err != nil {
 				l.mu.Lock()
 				l.local.cancel(r)
 				l.mu.Unlock()
@@ -44,7 +45,7 @@ func (l *Shared) Wait(ctx context.Context) error {
 			// news from the row.
 			d := min(r.at.Sub(now), l.cfg.PollInterval)
 			l.mu.Unlock()
-			if err := sleep(ctx, d); err != nil {
+			if err := pause.For(ctx, d); err != nil {
 				return err
 			}
 			l.mu.Lock()
@@ -66,17 +67,3 @@ func (l *Shared) Wait(ctx context.Context) error {
 	}
 }
 
-// sleep waits d or until ctx ends.
-func sleep(ctx context.Context, d time.Duration) error {
-	if d <= 0 {
-		return ctx.Err()
-	}
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return ctx.Err()
-	case <-t.C:
-		return nil
-	}
-}
