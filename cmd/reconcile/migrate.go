@@ -3,20 +3,36 @@ package main
 import (
 	"context"
 	"fmt"
+	"io"
 	"runtime/debug"
+	"text/tabwriter"
+	"time"
 
 	"github.com/reconcile/reconcile/migrations"
 )
 
 func cmdMigrate(ctx context.Context, e *env, args []string) error {
-	fs := newFlagSet(e, "migrate", "", "Apply every embedded schema migration not yet applied. Re-running is a no-op.",
+	fs := newFlagSet(e, "migrate", "[--status]", `Apply every embedded schema migration not yet applied. Re-running is a no-op.
+
+--status applies nothing: it lists the migrations this binary has and
+whether the database has applied each, and says whether the schema is the
+version this binary needs (exit 1 when it is not).`,
 		"DATABASE_URL=postgres://reconcile@db/reconcile reconcile migrate")
+	status := fs.Bool("status", false, "list applied and pending migrations; apply nothing")
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
-	_, pool, err := e.open(ctx)
+	logger, err := e.logger()
 	if err != nil {
 		return err
+	}
+	pool, err := e.dial(ctx, logger, 0)
+	if err != nil {
+		return err
+	}
+	if *status {
+		defer pool.Close()
+		return printMigrationStatus(ctx, e.stdout, pool)
 	}
 	pool.Close()
 	r, err := migrations.Up(ctx, pool.Config().ConnString())
@@ -28,6 +44,36 @@ func cmdMigrate(ctx context.Context, e *env, args []string) error {
 	} else {
 		fmt.Fprintf(e.stdout, "applied %d migration(s) %v; schema now at version %d\n", len(r.Applied), r.Applied, r.Current)
 	}
+	return nil
+}
+
+// printMigrationStatus writes one line per migration and the schema's
+// verdict; it returns the *migrations.VersionError when the schema is not the
+// version this binary needs.
+func printMigrationStatus(ctx context.Context, w io.Writer, q migrations.Querier) error {
+	current, list, err := migrations.Status(ctx, q)
+	if err != nil {
+		return err
+	}
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "VERSION\tSTATE\tAPPLIED AT\tMIGRATION")
+	for _, m := range list {
+		state, at, name := "pending", "-", m.Name
+		if m.Applied {
+			state, at = "applied", m.AppliedAt.UTC().Format(time.RFC3339)
+		}
+		if name == "" {
+			name = "(unknown to this reconcile)"
+		}
+		fmt.Fprintf(tw, "%d\t%s\t%s\t%s\n", m.Version, state, at, name)
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	if latest := migrations.Latest(); current != latest {
+		return &migrations.VersionError{Database: current, Binary: latest}
+	}
+	fmt.Fprintf(w, "schema is at version %d, the version this reconcile needs\n", current)
 	return nil
 }
 

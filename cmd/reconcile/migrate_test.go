@@ -1,0 +1,96 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"strings"
+	"testing"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/reconcile/reconcile/internal/pgtest"
+	"github.com/reconcile/reconcile/migrations"
+)
+
+// envOn returns an env whose DATABASE_URL is url, and its stdout.
+func envOn(url string) (*env, *bytes.Buffer) {
+	var stdout, stderr bytes.Buffer
+	return &env{getenv: func(k string) string {
+		if k == "DATABASE_URL" {
+			return url
+		}
+		return ""
+	}, stdin: strings.NewReader(""), stdout: &stdout, stderr: &stderr}, &stdout
+}
+
+func TestCommandsCheckTheSchemaVersion(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	latest := migrations.Latest()
+	commands := map[string][]string{
+		"status":  {"status"},
+		"stats":   {"stats"},
+		"report":  {"report", "--date", "2026-10-24"},
+		"enqueue": {"enqueue", "--date", "2026-10-24", "--source", "-"},
+		"dlq":     {"dlq", "list"},
+		"limit":   {"limit", "show"},
+		"consume": {"consume", "--until-done", "--provider-url", "http://127.0.0.1:1"},
+	}
+
+	// An unmigrated database: one line naming the versions and the fix.
+	e, _ := envOn(pgtest.EmptyConnString(t))
+	want := fmt.Sprintf("database schema is at version 0, this reconcile needs %d: run `reconcile migrate`", latest)
+	for name, args := range commands {
+		err := run(ctx, append([]string{"--log-level", "error"}, args...), e.getenv, e.stdin, e.stdout, e.stderr)
+		var msg bytes.Buffer
+		if code := exitCode(err, &msg); code != 1 || strings.TrimSpace(msg.String()) != "reconcile: "+want {
+			t.Errorf("%s on an unmigrated database: exit %d, %q; want exit 1, %q", name, code, msg.String(), want)
+		}
+	}
+
+	// migrate --status lists every migration as pending and fails; migrate
+	// applies them; then --status says all is well.
+	var out bytes.Buffer
+	e.stdout = &out
+	err := run(ctx, []string{"migrate", "--status"}, e.getenv, e.stdin, e.stdout, e.stderr)
+	if err == nil || !strings.Contains(err.Error(), want) {
+		t.Errorf("migrate --status on an unmigrated database: %v", err)
+	}
+	if n := strings.Count(out.String(), " pending "); n != int(latest) {
+		t.Errorf("migrate --status lists %d pending migrations, want %d:\n%s", n, latest, out.String())
+	}
+	if err := run(ctx, []string{"migrate"}, e.getenv, e.stdin, e.stdout, e.stderr); err != nil {
+		t.Fatal(err)
+	}
+	out.Reset()
+	if err := run(ctx, []string{"migrate", "--status"}, e.getenv, e.stdin, e.stdout, e.stderr); err != nil {
+		t.Fatalf("migrate --status on a migrated database: %v\n%s", err, out.String())
+	}
+	if n := strings.Count(out.String(), " applied "); n != int(latest) || !strings.Contains(out.String(), "00001_ledger.sql") ||
+		!strings.Contains(out.String(), fmt.Sprintf("schema is at version %d, the version this reconcile needs", latest)) {
+		t.Errorf("migrate --status on a migrated database:\n%s", out.String())
+	}
+
+	// A database migrated by a newer reconcile.
+	conn, err := pgx.Connect(ctx, e.getenv("DATABASE_URL"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(context.WithoutCancel(ctx))
+	if _, err := conn.Exec(ctx, `INSERT INTO goose_db_version (version_id, is_applied) VALUES ($1, true)`, latest+1); err != nil {
+		t.Fatal(err)
+	}
+	want = fmt.Sprintf("this reconcile is older than the database schema (%d < %d)", latest, latest+1)
+	for name, args := range commands {
+		err := run(ctx, append([]string{"--log-level", "error"}, args...), e.getenv, e.stdin, e.stdout, e.stderr)
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("%s on a newer database: %v, want %q", name, err, want)
+		}
+	}
+	out.Reset()
+	err = run(ctx, []string{"migrate", "--status"}, e.getenv, e.stdin, e.stdout, e.stderr)
+	if err == nil || !strings.Contains(out.String(), "(unknown to this reconcile)") {
+		t.Errorf("migrate --status on a newer database: %v\n%s", err, out.String())
+	}
+}
