@@ -108,6 +108,10 @@ type Request struct {
 	Trigger Trigger
 	// Rerun says what to do with a date that already has a run.
 	Rerun Rerun
+	// Prefix starts the run's reconciliation id: PREFIX-YYYY-MM-DD, then
+	// PREFIX-YYYY-MM-DD-g2, ... `reconcile demo` on a shared database uses
+	// "demo". Defaults to "nightly".
+	Prefix string
 }
 
 // Result describes what an enqueue did.
@@ -128,10 +132,15 @@ type Result struct {
 // ReconciliationID names the run of a date and generation:
 // nightly-2026-10-24, then nightly-2026-10-24-g2, ...
 func ReconciliationID(d payments.Date, generation int) string {
+	return PrefixedID("nightly", d, generation)
+}
+
+// PrefixedID is [ReconciliationID] with another prefix than "nightly".
+func PrefixedID(prefix string, d payments.Date, generation int) string {
 	if generation <= 1 {
-		return "nightly-" + d.String()
+		return prefix + "-" + d.String()
 	}
-	return fmt.Sprintf("nightly-%s-g%d", d, generation)
+	return fmt.Sprintf("%s-%s-g%d", prefix, d, generation)
 }
 
 // IdempotencyKey is the key sent to the provider for every call about one
@@ -183,7 +192,7 @@ func (e *Enqueuer) create(ctx context.Context, req Request, next bool) (Result, 
 			}
 			generation = latest + 1
 		}
-		res = Result{RunID: uuid.New(), Generation: generation, ReconciliationID: ReconciliationID(req.Date, generation)}
+		res = Result{RunID: uuid.New(), Generation: generation, ReconciliationID: PrefixedID(cmp.Or(req.Prefix, "nightly"), req.Date, generation)}
 
 		// The unique (business_date, generation) key makes a concurrent
 		// enqueuer of the same date wait here for ours to commit, and then
