@@ -77,15 +77,55 @@ func printMigrationStatus(ctx context.Context, w io.Writer, q migrations.Querier
 	return nil
 }
 
+// buildTime is when the binary was built, set by the linker:
+//
+//	go build -ldflags "-X main.buildTime=$(date -u +%Y-%m-%dT%H:%M:%SZ)" ./cmd/reconcile
+//
+// Go records the commit's time but not the build's; without the flag the
+// version line says only when the commit was made.
+var buildTime string
+
 func cmdVersion(_ context.Context, e *env, args []string) error {
-	fs := newFlagSet(e, "version", "", "Print the version of this binary.", "reconcile version")
+	fs := newFlagSet(e, "version", "", "Print the module version, VCS revision and build time of this binary, and the schema version it needs.", "reconcile version")
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
-	version := "(devel)"
-	if info, ok := debug.ReadBuildInfo(); ok && info.Main.Version != "" {
-		version = info.Main.Version
-	}
-	fmt.Fprintf(e.stdout, "reconcile %s\n", version)
+	info, _ := debug.ReadBuildInfo()
+	fmt.Fprintln(e.stdout, versionLine(info, buildTime))
 	return nil
+}
+
+// versionLine describes a build: "reconcile v1.2.0 (revision 3f6c2a9e0d3b,
+// committed 2026-10-24T09:00:00Z, modified, built 2026-10-24T10:00:00Z;
+// go1.26.0; schema 6)". info may be nil (a binary built without module
+// support); built is empty when the build time was not set.
+func versionLine(info *debug.BuildInfo, built string) string {
+	version, revision, committed, modified, goVersion := "(devel)", "unknown", "unknown", false, "unknown"
+	if info != nil {
+		if info.Main.Version != "" {
+			version = info.Main.Version
+		}
+		goVersion = info.GoVersion
+		for _, s := range info.Settings {
+			switch s.Key {
+			case "vcs.revision":
+				revision = s.Value
+				if len(revision) > 12 {
+					revision = revision[:12]
+				}
+			case "vcs.time":
+				committed = s.Value
+			case "vcs.modified":
+				modified = s.Value == "true"
+			}
+		}
+	}
+	line := fmt.Sprintf("reconcile %s (revision %s, committed %s", version, revision, committed)
+	if modified {
+		line += ", modified"
+	}
+	if built != "" {
+		line += ", built " + built
+	}
+	return line + fmt.Sprintf("; %s; schema %d)", goVersion, migrations.Latest())
 }

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"runtime/debug"
 	"strings"
 	"testing"
 
@@ -92,5 +93,29 @@ func TestCommandsCheckTheSchemaVersion(t *testing.T) {
 	err = run(ctx, []string{"migrate", "--status"}, e.getenv, e.stdin, e.stdout, e.stderr)
 	if err == nil || !strings.Contains(out.String(), "(unknown to this reconcile)") {
 		t.Errorf("migrate --status on a newer database: %v\n%s", err, out.String())
+	}
+}
+
+func TestVersion(t *testing.T) {
+	t.Parallel()
+	info := &debug.BuildInfo{GoVersion: "go1.26.0", Main: debug.Module{Path: "github.com/reconcile/reconcile", Version: "v1.2.0"},
+		Settings: []debug.BuildSetting{{Key: "vcs.revision", Value: "3f6c2a9e0d3b4c559a7e2b1f0c9d8e7a00000000"},
+			{Key: "vcs.time", Value: "2026-10-24T09:00:00Z"}, {Key: "vcs.modified", Value: "true"}}}
+	want := fmt.Sprintf("reconcile v1.2.0 (revision 3f6c2a9e0d3b, committed 2026-10-24T09:00:00Z, modified, built 2026-10-24T10:00:00Z; go1.26.0; schema %d)", migrations.Latest())
+	if got := versionLine(info, "2026-10-24T10:00:00Z"); got != want {
+		t.Errorf("versionLine = %q\nwant          %q", got, want)
+	}
+	if got := versionLine(nil, ""); !strings.HasPrefix(got, "reconcile (devel) (revision unknown, committed unknown; ") {
+		t.Errorf("versionLine(nil) = %q", got)
+	}
+	// Both spellings work and print the same line.
+	for _, args := range [][]string{{"version"}, {"--version"}} {
+		var out bytes.Buffer
+		if err := run(context.Background(), args, func(string) string { return "" }, strings.NewReader(""), &out, &out); err != nil {
+			t.Fatalf("reconcile %s: %v", args[0], err)
+		}
+		if !strings.HasPrefix(out.String(), "reconcile ") || !strings.Contains(out.String(), "schema ") {
+			t.Errorf("reconcile %s printed %q", args[0], out.String())
+		}
 	}
 }
