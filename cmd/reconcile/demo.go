@@ -472,7 +472,7 @@ func printExamples(ctx context.Context, w io.Writer, pool *pgxpool.Pool, runID u
 	var reason string
 	var attempts, status int
 	if _, err := pgx.ForEachRow(rows, []any{&id, &reason, &attempts, &status}, func() error {
-		fmt.Fprintf(w, "  %-28q %s after %d attempts (last HTTP status %d)\n", id, reason, attempts, status)
+		fmt.Fprintf(w, "  %-28q %s after %s (last HTTP status %d)\n", id, reason, countOf(attempts, "attempt", "attempts"), status)
 		return nil
 	}); err != nil {
 		return fmt.Errorf("demo: read dead letters: %w", err)
@@ -554,6 +554,14 @@ func createDatabase(ctx context.Context, connString, name string) error {
 		return fmt.Errorf("demo: create database %s: %w", name, err)
 	}
 	return nil
+}
+
+// countOf writes n with the singular or plural noun: "1 attempt", "2 attempts".
+func countOf(n int, one, many string) string {
+	if n == 1 {
+		return "1 " + one
+	}
+	return fmt.Sprintf("%d %s", n, many)
 }
 
 func randomToken() string {

@@ -119,3 +119,13 @@ func TestVersion(t *testing.T) {
 		}
 	}
 }
+
+func TestCountOf(t *testing.T) {
+	t.Parallel()
+	if got := countOf(1, "attempt", "attempts"); got != "1 attempt" {
+		t.Errorf("countOf(1) = %q", got)
+	}
+	if got := countOf(3, "attempt", "attempts"); got != "3 attempts" {
+		t.Errorf("countOf(3) = %q", got)
+	}
+}
