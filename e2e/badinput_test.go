@@ -143,7 +143,7 @@ func TestBadInput(t *testing.T) {
 			{"consume", "--until-done"},
 			{"stats"},
 			{"dlq", "list"},
-			{"dlq", "redrive"},
+			{"dlq", "redrive", "--all"},
 			{"limit", "show"},
 			{"limit", "set", "--rate", "5"},
 			{"audit", "verify"},

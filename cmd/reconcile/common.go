@@ -16,6 +16,7 @@ import (
 	"github.com/mattn/go-isatty"
 
 	"github.com/reconcile/reconcile/internal/dbconn"
+	"github.com/reconcile/reconcile/migrations"
 )
 
 // globalFlags are accepted before the subcommand and by every subcommand.
@@ -126,8 +127,24 @@ func (e *env) connect(ctx context.Context, logger *slog.Logger) (*pgxpool.Pool, 
 }
 
 // connectN is connect with a pool of maxConns connections (0: pgxpool's
-// default), for commands that hold many at once.
+// default), for commands that hold many at once. It checks that the
+// database's schema is the version this binary needs, so an unmigrated or a
+// newer database gets one clear line instead of raw SQL errors.
 func (e *env) connectN(ctx context.Context, logger *slog.Logger, maxConns int32) (*pgxpool.Pool, error) {
+	pool, err := e.dial(ctx, logger, maxConns)
+	if err != nil {
+		return nil, err
+	}
+	if err := migrations.Check(ctx, pool); err != nil {
+		pool.Close()
+		return nil, err
+	}
+	return pool, nil
+}
+
+// dial opens a pool on the configured database without checking its
+// schema: for `reconcile migrate`.
+func (e *env) dial(ctx context.Context, logger *slog.Logger, maxConns int32) (*pgxpool.Pool, error) {
 	url := e.getenv("DATABASE_URL")
 	if url == "" && e.getenv("PGHOST") == "" && e.getenv("PGSERVICE") == "" {
 		return nil, usageErrorf("no database configured: set DATABASE_URL (or PGHOST and friends), or try `reconcile demo`, which starts a throwaway one")

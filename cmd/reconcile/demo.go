@@ -112,16 +112,20 @@ type demoResult struct {
 }
 
 func cmdDemo(ctx context.Context, e *env, args []string) error {
-	fs := newFlagSet(e, "demo", "[--items N] [--seed S] [--keep]",
+	fs := newFlagSet(e, "demo", "[--items N] [--seed S] [--keep] [--database-url URL]",
 		`Show the whole system working, end to end, in well under a minute: start a throwaway
-PostgreSQL (or use DATABASE_URL, which must have no open runs), migrate it, start a
-simulated payment provider whose rate limit changes during the run (300/s, 100/s, 250/s),
+PostgreSQL, migrate it, start a simulated payment provider whose rate limit changes during the run (300/s, 100/s, 250/s),
 generate a realistic day of payments (accounts, currencies, mismatches, missing ids,
 transient 503s, a few permanent failures), enqueue it, consume it with the adaptive
 shared limiter, and print the run's report checked against the simulator's ground truth.
 Exits 1 if any outcome differs from the ground truth.
 
---keep leaves the database running and prints how to connect with psql.`,
+--keep leaves the database running and prints how to connect with psql.
+
+The demo never uses DATABASE_URL. --database-url runs it on that database
+instead (which must have no open runs); its runs are then named demo-0001-01-01,
+demo-0001-01-01-g2, ..., a date and names no real night can have, so a real
+enqueue of any date is never taken for done.`,
 		"reconcile demo --items 3000 --keep")
 	items := fs.Int("items", 3000, "payments in the generated day")
 	seed := fs.Uint64("seed", 1, "seed of the generated day and of the provider's faults")
@@ -129,6 +133,7 @@ Exits 1 if any outcome differs from the ground truth.
 	keep := fs.Bool("keep", false, "leave the database running and print how to query it")
 	concurrency := fs.Int("concurrency", 16, "workers calling the provider at once")
 	progressMode := fs.String("progress", "auto", "progress: bar, log, off, or auto (bar when stderr is a terminal)")
+	databaseURL := fs.String("database-url", "", "run on this database instead of a throwaway one (runs named demo-…)")
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
@@ -136,7 +141,12 @@ Exits 1 if any outcome differs from the ground truth.
 		return usageErrorf("demo: --items %d: want 1 to 1000000", *items)
 	}
 	d := payments.DateOf(time.Now().UTC().AddDate(0, 0, -1))
-	if *date != "" {
+	if *databaseURL != "" {
+		if *date != "" {
+			return usageErrorf("demo: --date cannot go with --database-url: on a shared database the demo's day is %s, so it never takes a real date", sharedDemoDate)
+		}
+		d = sharedDemoDate
+	} else if *date != "" {
 		var err error
 		if d, err = payments.ParseDate(*date); err != nil {
 			return usageErrorf("demo: --date: %v", err)
@@ -147,7 +157,7 @@ Exits 1 if any outcome differs from the ground truth.
 		return err
 	}
 	res, err := runDemo(ctx, e, logger, demoOptions{items: *items, seed: *seed, date: d, keep: *keep,
-		concurrency: *concurrency, progress: *progressMode})
+		concurrency: *concurrency, progress: *progressMode, databaseURL: *databaseURL})
 	if err != nil {
 		return err
 	}
@@ -164,14 +174,25 @@ type demoOptions struct {
 	keep        bool
 	concurrency int
 	progress    string
+	databaseURL string // empty: a throwaway cluster
 }
+
+// sharedDemoDate is the business date of the demo's day on a database given
+// with --database-url: no real night is dated in the year 1, so a demo run
+// can never make a real date look enqueued already.
+var sharedDemoDate = payments.Date{Year: 1, Month: time.January, Day: 1}
+
+// sharedDemoPrefix starts the reconciliation ids of the demo's runs on a
+// database given with --database-url.
+const sharedDemoPrefix = "demo"
 
 func runDemo(ctx context.Context, e *env, logger *slog.Logger, o demoOptions) (demoResult, error) {
 	start := time.Now()
 	w := e.stdout
 
-	// The database: DATABASE_URL, or a throwaway cluster.
-	url := e.getenv("DATABASE_URL")
+	// The database: a throwaway cluster unless --database-url names one.
+	// DATABASE_URL is never used: it may well point at production.
+	url := o.databaseURL
 	var cluster *pgserver.Cluster
 	kept := false
 	if url == "" {
@@ -191,6 +212,13 @@ func runDemo(ctx context.Context, e *env, logger *slog.Logger, o demoOptions) (d
 			return demoResult{}, err
 		}
 		url = cluster.ConnString("reconcile")
+		fate := "removed afterwards"
+		if o.keep {
+			fate = "kept running afterwards"
+		}
+		fmt.Fprintf(w, "database: a throwaway PostgreSQL in %s, %s (DATABASE_URL is never used; see --database-url)\n", cluster.SocketDir(), fate)
+	} else {
+		fmt.Fprintf(w, "database: %s (--database-url); the demo's runs are named %s-%s…\n", dbconn.Redact(url), sharedDemoPrefix, sharedDemoDate)
 	}
 	if _, err := migrations.Up(ctx, url); err != nil {
 		return demoResult{}, fmt.Errorf("demo: migrate: %w", err)
@@ -212,7 +240,7 @@ func runDemo(ctx context.Context, e *env, logger *slog.Logger, o demoOptions) (d
 		return demoResult{}, fmt.Errorf("demo: %w", err)
 	}
 	if open > 0 {
-		return demoResult{}, usageErrorf("demo: the database has %d open runs: the demo's consumer would call the simulated provider for them; use an empty database (unset DATABASE_URL for a throwaway one)", open)
+		return demoResult{}, usageErrorf("demo: the database has %d open runs: the demo's consumer would call the simulated provider for them; use an empty database (or leave out --database-url for a throwaway one)", open)
 	}
 	dbReady := time.Now()
 
@@ -258,8 +286,11 @@ func runDemo(ctx context.Context, e *env, logger *slog.Logger, o demoOptions) (d
 
 	// Enqueue: the same path as `reconcile enqueue`.
 	req := enqueue.Request{Date: o.date, Location: time.UTC, Source: fmt.Sprintf("demo:generated(seed=%d,items=%d)", o.seed, o.items),
-		Format: payments.FormatCSV, Trigger: enqueue.Manual,
+		Format: payments.FormatCSV, Trigger: enqueue.Manual, Prefix: "nightly",
 		Open: func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(day.csv)), nil }}
+	if o.databaseURL != "" {
+		req.Prefix = sharedDemoPrefix
+	}
 	enq, err := runEnqueue(ctx, pool, logger, actorName(), req)
 	if err == nil && enq.Existing {
 		// The date has a run already (a shared database): check it again.
@@ -312,7 +343,7 @@ func runDemo(ctx context.Context, e *env, logger *slog.Logger, o demoOptions) (d
 
 	if o.keep {
 		if cluster == nil {
-			printQueries(w, `psql "$DATABASE_URL"`, example)
+			printQueries(w, fmt.Sprintf("psql '%s'", dbconn.Redact(url)), example)
 			return res, nil
 		}
 		kept = true
@@ -439,7 +470,7 @@ func printExamples(ctx context.Context, w io.Writer, pool *pgxpool.Pool, runID u
 	var reason string
 	var attempts, status int
 	if _, err := pgx.ForEachRow(rows, []any{&id, &reason, &attempts, &status}, func() error {
-		fmt.Fprintf(w, "  %-28q %s after %d attempts (last HTTP status %d)\n", id, reason, attempts, status)
+		fmt.Fprintf(w, "  %-28q %s after %s (last HTTP status %d)\n", id, reason, countOf(attempts, "attempt", "attempts"), status)
 		return nil
 	}); err != nil {
 		return fmt.Errorf("demo: read dead letters: %w", err)
@@ -521,6 +552,14 @@ func createDatabase(ctx context.Context, connString, name string) error {
 		return fmt.Errorf("demo: create database %s: %w", name, err)
 	}
 	return nil
+}
+
+// countOf writes n with the singular or plural noun: "1 attempt", "2 attempts".
+func countOf(n int, one, many string) string {
+	if n == 1 {
+		return "1 " + one
+	}
+	return fmt.Sprintf("%d %s", n, many)
 }
 
 func randomToken() string {

@@ -71,15 +71,10 @@ func runDemoCommand(t *testing.T, getenv func(string) string, args ...string) (s
 
 func TestDemoCountsEqualTheGroundTruth(t *testing.T) {
 	t.Parallel()
-	const items, seed, date = 800, 7, "2026-10-24"
+	const items, seed, date = 800, 7, "0001-01-01"
 	url := pgtest.ConnString(t)
-	getenv := func(k string) string {
-		if k == "DATABASE_URL" {
-			return url
-		}
-		return ""
-	}
-	out, stderr, err := runDemoCommand(t, getenv, "--items", strconv.Itoa(items), "--seed", strconv.Itoa(seed), "--date", date)
+	noEnv := func(string) string { return "" }
+	out, stderr, err := runDemoCommand(t, noEnv, "--items", strconv.Itoa(items), "--seed", strconv.Itoa(seed), "--database-url", url)
 	if err != nil {
 		t.Fatalf("demo: %v\nstdout:\n%s\nstderr:\n%s", err, out, stderr)
 	}
@@ -99,7 +94,8 @@ func TestDemoCountsEqualTheGroundTruth(t *testing.T) {
 	if !strings.Contains(out, fmt.Sprintf("all %d outcomes match the ground truth", items)) {
 		t.Errorf("no match line in:\n%s", out)
 	}
-	for _, s := range []string{"provider calls:", "throttled (429)", "example discrepancies", "example dead letters", "nightly-2026-10-24 complete"} {
+	for _, s := range []string{"provider calls:", "throttled (429)", "example discrepancies", "example dead letters", "demo-0001-01-01 complete",
+		"the demo's runs are named demo-0001-01-01…"} {
 		if !strings.Contains(out, s) {
 			t.Errorf("report lacks %q:\n%s", s, out)
 		}
@@ -110,18 +106,28 @@ func TestDemoCountsEqualTheGroundTruth(t *testing.T) {
 
 	// A second demo on the same database checks the date again as a new
 	// generation.
-	out, stderr, err = runDemoCommand(t, getenv, "--items", "50", "--seed", "3", "--date", date)
+	out, stderr, err = runDemoCommand(t, noEnv, "--items", "50", "--seed", "3", "--database-url", url)
 	if err != nil {
 		t.Fatalf("second demo: %v\nstdout:\n%s\nstderr:\n%s", err, out, stderr)
 	}
-	if !strings.Contains(out, "nightly-2026-10-24-g2") || !strings.Contains(out, "all 50 outcomes match the ground truth") {
+	if !strings.Contains(out, "demo-0001-01-01-g2") || !strings.Contains(out, "all 50 outcomes match the ground truth") {
 		t.Errorf("second demo:\n%s", out)
 	}
 }
 
 func TestDemoFinishesOnAThrowawayDatabaseAndKeepsIt(t *testing.T) {
 	t.Parallel()
-	out, stderr, err := runDemoCommand(t, func(string) string { return "" }, "--items", "300", "--date", "2026-10-24", "--keep")
+	// DATABASE_URL names a database (perhaps production's): the demo must
+	// not write there.
+	other := pgtest.New(t)
+	url := other.Config().ConnString()
+	getenv := func(k string) string {
+		if k == "DATABASE_URL" {
+			return url
+		}
+		return ""
+	}
+	out, stderr, err := runDemoCommand(t, getenv, "--items", "300", "--date", "2026-10-24", "--keep")
 	m := regexp.MustCompile(`psql -h (\S+) -U postgres reconcile`).FindStringSubmatch(out)
 	if m != nil {
 		dir := m[1]
@@ -137,11 +143,21 @@ func TestDemoFinishesOnAThrowawayDatabaseAndKeepsIt(t *testing.T) {
 	if err != nil {
 		t.Fatalf("demo: %v\nstdout:\n%s\nstderr:\n%s", err, out, stderr)
 	}
+	var runs int
+	if err := other.QueryRow(t.Context(), `SELECT count(*) FROM runs`).Scan(&runs); err != nil {
+		t.Fatal(err)
+	}
+	if runs != 0 {
+		t.Errorf("the demo wrote %d runs into the database of DATABASE_URL", runs)
+	}
 	if !strings.Contains(out, "all 300 outcomes match the ground truth") {
 		t.Errorf("demo report:\n%s", out)
 	}
 	if m == nil {
 		t.Fatalf("no psql instructions:\n%s", out)
+	}
+	if !strings.Contains(out, "database: a throwaway PostgreSQL in "+m[1]+", kept running afterwards") {
+		t.Errorf("the demo does not say which database it used:\n%s", out)
 	}
 	// The demo process's work is over; the kept server still answers, and
 	// the printed queries run.
@@ -172,17 +188,19 @@ func TestDemoRefusesADatabaseWithOpenRuns(t *testing.T) {
 		VALUES (gen_random_uuid(), 'nightly-2026-10-23', '2026-10-23', 1, 'manual', 't', 'x', '', 'UTC', 1)`); err != nil {
 		t.Fatal(err)
 	}
-	url := pool.Config().ConnString()
-	_, _, err := runDemoCommand(t, func(k string) string {
-		if k == "DATABASE_URL" {
-			return url
-		}
-		return ""
-	}, "--items", "10")
+	_, _, err := runDemoCommand(t, func(string) string { return "" }, "--items", "10", "--database-url", pool.Config().ConnString())
 	if err == nil || !strings.Contains(err.Error(), "1 open runs") {
 		t.Fatalf("demo on a database with an open run: %v", err)
 	}
 	if exitCode(err, &bytes.Buffer{}) != 2 {
 		t.Errorf("exit code = %d, want 2", exitCode(err, &bytes.Buffer{}))
+	}
+}
+
+func TestDemoOnASharedDatabaseKeepsToItsOwnDate(t *testing.T) {
+	t.Parallel()
+	_, _, err := runDemoCommand(t, func(string) string { return "" }, "--database-url", "postgres://nowhere.invalid/x", "--date", "2026-10-24")
+	if err == nil || !strings.Contains(err.Error(), "--date cannot go with --database-url") || exitCode(err, &bytes.Buffer{}) != 2 {
+		t.Fatalf("demo --database-url --date: %v", err)
 	}
 }

@@ -2,11 +2,14 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strconv"
+	"strings"
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/reconcile/reconcile/internal/enqueue"
 	"github.com/reconcile/reconcile/internal/queue"
@@ -14,9 +17,9 @@ import (
 
 func cmdDLQ(ctx context.Context, e *env, args []string) error {
 	if len(args) == 0 || args[0] == "-h" || args[0] == "--help" || args[0] == "help" {
-		fmt.Fprint(e.stderr, "Usage: reconcile dlq list [--run ID] [--json]\n       reconcile dlq redrive [--run ID | --id ID ...]\n\n"+
+		fmt.Fprint(e.stderr, "Usage: reconcile dlq list [--run ID] [--json]\n       reconcile dlq redrive --run ID | --id ID ... | --all  [--dry-run]\n\n"+
 			"List dead-lettered messages, or send them back to the queue with their ledger items requeued.\n\n"+
-			"Example:\n  reconcile dlq redrive --run 3f6c2a9e-0d3b-4c55-9a7e-2b1f0c9d8e7a\n")
+			"Example:\n  reconcile dlq redrive --run nightly-2026-10-24 --dry-run\n")
 		if len(args) == 0 {
 			return usageErrorf("dlq: want list or redrive")
 		}
@@ -32,21 +35,22 @@ func cmdDLQ(ctx context.Context, e *env, args []string) error {
 }
 
 func cmdDLQRedrive(ctx context.Context, e *env, args []string) error {
-	fs := newFlagSet(e, "dlq redrive", "[--run ID | --id ID ...]",
+	fs := newFlagSet(e, "dlq redrive", "--run ID | --id ID ... | --all  [--dry-run]",
 		"Send dead-lettered messages back to the queue (delivery count reset) and move their ledger items\n"+
-			"from dead_lettered to queued, with a recorded transition, in one transaction. Without flags,\n"+
-			"every dead letter is redriven.",
-		"reconcile dlq redrive --id 1042 --id 1043")
-	run := fs.String("run", "", "redrive only the dead letters of this run id")
+			"from dead_lettered to queued, with a recorded transition, in one transaction. Say which:\n"+
+			"--run (a run's UUID or its reconciliation id, e.g. nightly-2026-10-24), --id (message ids from\n"+
+			"`reconcile dlq list`; each must be a dead letter) or --all (every dead letter of every run).\n"+
+			"--dry-run lists what would be redriven and changes nothing.",
+		"reconcile dlq redrive --run nightly-2026-10-24 --dry-run")
+	run := fs.String("run", "", "redrive only the dead letters of this run (UUID or reconciliation id)")
 	var ids stringList
 	fs.Var(&ids, "id", "redrive this message id (repeatable)")
+	all := fs.Bool("all", false, "redrive every dead letter of every run")
+	dryRun := fs.Bool("dry-run", false, "list what would be redriven; change nothing")
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
-	f, err := runFilter("dlq redrive", *run)
-	if err != nil {
-		return err
-	}
+	var f queue.Filter
 	for _, s := range ids {
 		id, err := strconv.ParseInt(s, 10, 64)
 		if err != nil || id <= 0 {
@@ -54,12 +58,37 @@ func cmdDLQRedrive(ctx context.Context, e *env, args []string) error {
 		}
 		f.IDs = append(f.IDs, id)
 	}
+	switch {
+	case *all && (*run != "" || len(ids) > 0):
+		return usageErrorf("dlq redrive: --all cannot go with --run or --id")
+	case !*all && *run == "" && len(ids) == 0:
+		return usageErrorf("dlq redrive: say which dead letters: --run ID, --id ID or --all (add --dry-run to see them first)")
+	}
 	logger, pool, err := e.open(ctx)
 	if err != nil {
 		return err
 	}
 	defer pool.Close()
+	if f.RunID, err = resolveRun(ctx, pool, "dlq redrive", *run); err != nil {
+		return err
+	}
 	q := queue.New(pool, queue.Config{Logger: logger})
+	if len(f.IDs) > 0 || *dryRun {
+		dls, err := q.DeadLetters(ctx, f)
+		if err != nil {
+			return err
+		}
+		if err := missingIDs(f.IDs, dls); err != nil {
+			return err
+		}
+		if *dryRun {
+			for _, d := range dls {
+				fmt.Fprintf(e.stdout, "would redrive %d\t%s\t%s\t%s\n", d.ID, d.ReconciliationID, d.TransactionID, d.Reason)
+			}
+			fmt.Fprintf(e.stdout, "%d dead-lettered message(s) would go back to the queue (dry run: nothing changed)\n", len(dls))
+			return nil
+		}
+	}
 	var n int
 	err = pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
 		var err error
@@ -73,17 +102,38 @@ func cmdDLQRedrive(ctx context.Context, e *env, args []string) error {
 	return nil
 }
 
-// runFilter selects the dead letters of the run named by a --run flag, or
-// all of them when it is empty.
-func runFilter(cmd, run string) (queue.Filter, error) {
-	var f queue.Filter
+// missingIDs returns a usage error naming the ids that are not among dls.
+func missingIDs(ids []int64, dls []queue.DeadLetter) error {
+	found := map[int64]bool{}
+	for _, d := range dls {
+		found[d.ID] = true
+	}
+	var missing []string
+	for _, id := range ids {
+		if !found[id] {
+			missing = append(missing, strconv.FormatInt(id, 10))
+		}
+	}
+	if len(missing) > 0 {
+		return usageErrorf("dlq redrive: --id %s: no such dead letter (see `reconcile dlq list`)", strings.Join(missing, ", "))
+	}
+	return nil
+}
+
+// resolveRun returns the run named by a --run flag, a UUID or a
+// reconciliation id such as nightly-2026-10-24; the zero UUID when run is
+// empty. An unknown run is bad input.
+func resolveRun(ctx context.Context, pool *pgxpool.Pool, cmd, run string) (uuid.UUID, error) {
 	if run == "" {
-		return f, nil
+		return uuid.Nil, nil
 	}
-	id, err := uuid.Parse(run)
+	var id uuid.UUID
+	err := pool.QueryRow(ctx, `SELECT run_id FROM runs WHERE run_id::text = lower($1) OR reconciliation_id = $1`, run).Scan(&id)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return uuid.Nil, usageErrorf("%s: --run %q: no such run (want its UUID or reconciliation id, as `reconcile status` shows)", cmd, run)
+	}
 	if err != nil {
-		return f, usageErrorf("%s: --run %q: not a run id (UUID)", cmd, run)
+		return uuid.Nil, fmt.Errorf("find run %q: %w", run, err)
 	}
-	f.RunID = id
-	return f, nil
+	return id, nil
 }

@@ -67,11 +67,15 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdin i
 	fs := flag.NewFlagSet("reconcile", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	e.global.register(fs)
+	showVersion := fs.Bool("version", false, "print the version and exit")
 	fs.Usage = func() { usage(stderr) }
 	if err := fs.Parse(args); err != nil {
 		return usageError(err)
 	}
 	rest := fs.Args()
+	if *showVersion {
+		return cmdVersion(ctx, e, nil)
+	}
 	if len(rest) == 0 {
 		usage(stderr)
 		return usageErrorf("no subcommand given")
@@ -104,6 +108,7 @@ func usage(w io.Writer) {
 	b.WriteString("\nGlobal flags (also accepted after the subcommand):\n")
 	b.WriteString("  --log-format text|json   log format (default: text on a terminal, json otherwise)\n")
 	b.WriteString("  --log-level LEVEL        debug, info, warn or error (default info)\n")
+	b.WriteString("  --version                print the version and exit (before the subcommand only)\n")
 	b.WriteString("\nEnvironment: DATABASE_URL (or PGHOST, PGUSER, ...), RECONCILE_PROVIDER_URL, RECONCILE_PROVIDER_TOKEN.\n")
 	b.WriteString("Run `reconcile help <subcommand>` for its flags and an example.\n")
 	_, _ = io.WriteString(w, b.String())

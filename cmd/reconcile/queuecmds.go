@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/reconcile/reconcile/internal/queue"
 )
@@ -78,16 +80,13 @@ func cmdStats(ctx context.Context, e *env, args []string) error {
 
 func cmdDLQList(ctx context.Context, e *env, args []string) error {
 	fs := newFlagSet(e, "dlq list", "[--run ID] [--json]",
-		"List dead-lettered messages, oldest first: message id, run, transaction, reason, last error,\n"+
-			"delivery count, provider attempts and how long ago it was dead-lettered.",
-		"reconcile dlq list --run 3f6c2a9e-0d3b-4c55-9a7e-2b1f0c9d8e7a")
-	run := fs.String("run", "", "list only the dead letters of this run id")
+		"List dead-lettered messages in message id order (the order they were enqueued): message id,\n"+
+			"run, transaction, reason, delivery count, provider attempts (the ledger's count, as in the\n"+
+			"report), how long ago it was dead-lettered and the last error.",
+		"reconcile dlq list --run nightly-2026-10-24")
+	run := fs.String("run", "", "list only the dead letters of this run (UUID or reconciliation id)")
 	asJSON := fs.Bool("json", false, "print JSON instead of a table")
 	if err := parseFlags(fs, args); err != nil {
-		return err
-	}
-	f, err := runFilter("dlq list", *run)
-	if err != nil {
 		return err
 	}
 	logger, pool, err := e.open(ctx)
@@ -95,7 +94,15 @@ func cmdDLQList(ctx context.Context, e *env, args []string) error {
 		return err
 	}
 	defer pool.Close()
+	var f queue.Filter
+	if f.RunID, err = resolveRun(ctx, pool, "dlq list", *run); err != nil {
+		return err
+	}
 	dls, err := queue.New(pool, queue.Config{Logger: logger}).DeadLetters(ctx, f)
+	if err != nil {
+		return err
+	}
+	attempts, err := itemAttempts(ctx, pool, dls)
 	if err != nil {
 		return err
 	}
@@ -110,6 +117,7 @@ func cmdDLQList(ctx context.Context, e *env, args []string) error {
 			LastError        string    `json:"last_error"`
 			Deliveries       int       `json:"deliveries"`
 			Attempt          int       `json:"attempt"`
+			Attempts         int       `json:"attempts"`
 			EnqueuedAt       time.Time `json:"enqueued_at"`
 			DeadAt           time.Time `json:"dead_lettered_at"`
 			AgeSeconds       float64   `json:"age_seconds"`
@@ -117,7 +125,7 @@ func cmdDLQList(ctx context.Context, e *env, args []string) error {
 		out := make([]dlJSON, 0, len(dls))
 		for _, d := range dls {
 			out = append(out, dlJSON{d.ID, d.RunID, d.ReconciliationID, d.TransactionID, d.IdempotencyKey, d.Reason,
-				d.LastError, d.Deliveries, d.Attempt, d.EnqueuedAt, d.DeadAt, d.Age.Seconds()})
+				d.LastError, d.Deliveries, d.Attempt, attempts[d.IdempotencyKey], d.EnqueuedAt, d.DeadAt, d.Age.Seconds()})
 		}
 		return writeJSON(e.stdout, out)
 	}
@@ -129,13 +137,37 @@ func cmdDLQList(ctx context.Context, e *env, args []string) error {
 	fmt.Fprintln(tw, "ID\tRUN\tTRANSACTION\tREASON\tDELIVERIES\tATTEMPTS\tAGE\tLAST ERROR")
 	for _, d := range dls {
 		fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%d\t%d\t%s\t%s\n", d.ID, d.ReconciliationID, d.TransactionID, d.Reason,
-			d.Deliveries, d.Attempt, age(d.Age), excerpt(d.LastError, 80))
+			d.Deliveries, attempts[d.IdempotencyKey], age(d.Age), excerpt(d.LastError, 80))
 	}
 	if err := tw.Flush(); err != nil {
 		return err
 	}
 	fmt.Fprintf(e.stdout, "%d dead letter(s); send them back with `reconcile dlq redrive`\n", len(dls))
 	return nil
+}
+
+// itemAttempts returns the ledger's attempt count (provider calls) of the
+// items of dls, by idempotency key: the figure the report shows, where the
+// message's own attempt counts only the failures of its current round.
+func itemAttempts(ctx context.Context, pool *pgxpool.Pool, dls []queue.DeadLetter) (map[string]int, error) {
+	runs, txs := make([]uuid.UUID, len(dls)), make([]string, len(dls))
+	for i, d := range dls {
+		runs[i], txs[i] = d.RunID, d.TransactionID
+	}
+	rows, err := pool.Query(ctx, `
+		SELECT i.idempotency_key, i.attempts
+		  FROM unnest($1::uuid[], $2::text[]) k (run_id, transaction_id)
+		  JOIN items i USING (run_id, transaction_id)`, runs, txs)
+	if err != nil {
+		return nil, fmt.Errorf("read attempts of dead-lettered items: %w", err)
+	}
+	out := make(map[string]int, len(dls))
+	var key string
+	var n int
+	if _, err := pgx.ForEachRow(rows, []any{&key, &n}, func() error { out[key] = n; return nil }); err != nil {
+		return nil, fmt.Errorf("read attempts of dead-lettered items: %w", err)
+	}
+	return out, nil
 }
 
 // age renders a duration for a table: whole seconds, "-" for none.

@@ -107,6 +107,10 @@ type Request struct {
 	Trigger Trigger
 	// Rerun says what to do with a date that already has a run.
 	Rerun Rerun
+	// Prefix starts the run's reconciliation id: PREFIX-YYYY-MM-DD, then
+	// PREFIX-YYYY-MM-DD-g2, ... `reconcile demo` on a shared database uses
+	// "demo". Defaults to "nightly".
+	Prefix string
 }
 
 // Result describes what an enqueue did.
@@ -127,10 +131,15 @@ type Result struct {
 // ReconciliationID names the run of a date and generation:
 // nightly-2026-10-24, then nightly-2026-10-24-g2, ...
 func ReconciliationID(d payments.Date, generation int) string {
+	return PrefixedID("nightly", d, generation)
+}
+
+// PrefixedID is [ReconciliationID] with another prefix than "nightly".
+func PrefixedID(prefix string, d payments.Date, generation int) string {
 	if generation <= 1 {
-		return "nightly-" + d.String()
+		return prefix + "-" + d.String()
 	}
-	return fmt.Sprintf("nightly-%s-g%d", d, generation)
+	return fmt.Sprintf("%s-%s-g%d", prefix, d, generation)
 }
 
 // IdempotencyKey is the key sent to the provider for every call about one
@@ -181,7 +190,7 @@ func (e *Enqueuer) create(ctx context.Context, req Request, next bool) (Result, 
 			}
 			generation = latest + 1
 		}
-		res = Result{RunID: uuid.New(), Generation: generation, ReconciliationID: ReconciliationID(req.Date, generation)}
+		res = Result{RunID: uuid.New(), Generation: generation, ReconciliationID: PrefixedID(cmp.Or(req.Prefix, "nightly"), req.Date, generation)}
 
 		// A concurrent enqueuer of the same date waits here for ours to
 		// commit, and then finds the run instead of creating a second one.

@@ -62,6 +62,20 @@ func Main(m *testing.M) {
 // is dropped when t ends. Use it to hand the database to a subprocess.
 func ConnString(t testing.TB) string {
 	t.Helper()
+	return create(t, true)
+}
+
+// EmptyConnString returns the connection string of a fresh database that was
+// never migrated, dropped when t ends: for tests of what commands do on one.
+func EmptyConnString(t testing.TB) string {
+	t.Helper()
+	return create(t, false)
+}
+
+// create creates a database, a copy of the migrated template when migrated,
+// dropped when t ends, and returns its connection string.
+func create(t testing.TB, migrated bool) string {
+	t.Helper()
 	ctx := context.Background()
 	server.once.Do(func() { server.err = setup(ctx) })
 	if server.err != nil {
@@ -69,7 +83,11 @@ func ConnString(t testing.TB) string {
 	}
 	name := "reconcile_test_" + randomSuffix()
 	server.mu.Lock()
-	err := exec(ctx, fmt.Sprintf("CREATE DATABASE %s TEMPLATE %s", name, server.template))
+	stmt := "CREATE DATABASE " + name
+	if migrated {
+		stmt += " TEMPLATE " + server.template
+	}
+	err := exec(ctx, stmt)
 	server.mu.Unlock()
 	if err != nil {
 		t.Fatalf("pgtest: create database: %v", err)

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"math"
 	"strconv"
 	"strings"
 	"time"
@@ -42,6 +43,24 @@ func fmtDuration(d time.Duration) string {
 	return s
 }
 
+// fmtPercent renders a progress share with one decimal, rounded down until
+// done, so that 2999 of 3000 reads 99.9%, never 100.0%.
+func fmtPercent(p float64, done bool) string {
+	if done {
+		return "100.0%"
+	}
+	return fmt.Sprintf("%.1f%%", math.Floor(p*10)/10)
+}
+
+// fmtWaiting renders the age of the oldest available message, "-" when none
+// is available (as `reconcile stats` prints it).
+func fmtWaiting(q QueueStatus) string {
+	if q.Available == 0 {
+		return "-"
+	}
+	return fmtDuration(time.Duration(q.OldestWaitingSeconds * float64(time.Second)))
+}
+
 func fmtTime(t time.Time) string { return t.UTC().Format(time.RFC3339) }
 
 func fmtTimePtr(t *time.Time) string {
@@ -70,14 +89,14 @@ func (st Status) WriteText(w io.Writer) error {
 	}
 	for _, r := range st.Runs {
 		s := r.States
-		fmt.Fprintf(bw, "\nrun %s (%s, generation %d, %s, source %s)\n", r.ReconciliationID, r.BusinessDate, r.Generation, r.Trigger, r.Source)
+		fmt.Fprintf(bw, "\nrun %s (%s, generation %d, %s, source %s)\n  id        %s\n", r.ReconciliationID, r.BusinessDate, r.Generation, r.Trigger, r.Source, r.RunID)
 		fmt.Fprintf(bw, "  items     %d: %d matched, %d mismatched, %d missing, %d dead-lettered, %d queued, %d retry scheduled\n",
 			r.Items, s.Matched, s.Mismatched, s.Missing, s.DeadLettered, s.Queued, s.RetryScheduled)
-		fmt.Fprintf(bw, "  progress  %.1f%% (%d of %d done)\n", r.ProgressPercent, r.Items-r.Open, r.Items)
+		fmt.Fprintf(bw, "  progress  %s (%d of %d done)\n", fmtPercent(r.ProgressPercent, r.Open == 0), r.Items-r.Open, r.Items)
 		fmt.Fprintf(bw, "  calls     %d provider calls, %d throttled\n", r.ProviderCalls, r.Throttles)
 		q := r.Queue
 		fmt.Fprintf(bw, "  queue     %d available, %d in flight, %d delayed, %d dead letters; oldest waiting %s\n",
-			q.Available, q.InFlight, q.Delayed, q.DeadLettered, fmtDuration(time.Duration(q.OldestWaitingSeconds*float64(time.Second))))
+			q.Available, q.InFlight, q.Delayed, q.DeadLettered, fmtWaiting(q))
 		if r.ETASeconds != nil {
 			fmt.Fprintf(bw, "  eta       %s at the effective %s/s (configured %s/s): about %s\n",
 				fmtDuration(time.Duration(*r.ETASeconds)*time.Second), fmtRate(l.EffectiveRate), fmtRate(l.ConfiguredRate),

@@ -1,0 +1,353 @@
+// Package circuit decides when the consumer stops calling a provider that is
+// down as a whole, rather than failing one item at a time.
+//
+// A [Breaker] is pure state: its methods take the time and the outcome of a
+// call and return what to do next; it never sleeps, reads a clock or does
+// I/O. The worker loop asks [Breaker.Allow] before each call, carries out the
+// answer (call, wait until a time, or make the one probe call) and reports
+// each call's outcome with [Breaker.Record]. A circuit opens after calls for
+// many different items fail for reasons that are not about the item
+// (connection refused or reset, DNS or TLS errors, timeouts, or a run of 5xx
+// answers across distinct items); while it is open, one probe call is let
+// through at a backed-off interval, and a successful probe closes it.
+package circuit
+
+import (
+	"cmp"
+	"fmt"
+	"time"
+)
+
+// Kind says what a call's outcome tells about the provider as a whole.
+type Kind int
+
+// Kinds of [Event].
+const (
+	// Answered: the provider answered about the item (2xx, 404, 4xx,
+	// 429, an unreadable body). It proves the provider reachable and
+	// ends a run of failures.
+	Answered Kind = iota + 1
+	// Unreachable: no answer came (connection refused or reset, DNS, TLS,
+	// a timeout). Such failures across Config.Failures distinct items in a
+	// row open the circuit.
+	Unreachable
+	// ServerError: a 5xx answer. One item's 5xx while others succeed is
+	// about the item; 5xx answers for Config.ServerErrors distinct items
+	// in a row open the circuit.
+	ServerError
+	// Ignored: the outcome says nothing about the provider (the caller
+	// gave up, the process is stopping). It changes no state.
+	Ignored
+)
+
+// String returns the kind as a word.
+func (k Kind) String() string {
+	switch k {
+	case Answered:
+		return "answered"
+	case Unreachable:
+		return "unreachable"
+	case ServerError:
+		return "server_error"
+	case Ignored:
+		return "ignored"
+	default:
+		return fmt.Sprintf("Kind(%d)", int(k))
+	}
+}
+
+// Event is the outcome of one call, as reported to [Breaker.Record].
+type Event struct {
+	// Kind classifies the outcome; see [Classify].
+	Kind Kind
+	// Item identifies the item the call was for (a transaction id or an
+	// idempotency key): failures count once per distinct item.
+	Item string
+	// Cause is a short description of the failure ("connection refused",
+	// "http 503"), kept for the warning. Empty for Answered.
+	Cause string
+	// Probe is true when the call was the probe that [Breaker.Allow]
+	// asked for. Only a probe's outcome closes or re-opens an open
+	// circuit; late outcomes of calls started before it opened are
+	// counted but change nothing.
+	Probe bool
+}
+
+// Action is what [Breaker.Allow] tells the caller to do.
+type Action int
+
+// Actions of [Decision].
+const (
+	// Call: the circuit is closed; call the provider (at the limiter's
+	// rate).
+	Call Action = iota + 1
+	// Wait: the circuit is open; make no call before Decision.Until, then
+	// ask again.
+	Wait
+	// Probe: the circuit is open and this caller makes the one probe call;
+	// report its outcome with Event.Probe set.
+	Probe
+)
+
+// String returns the action as a word.
+func (a Action) String() string {
+	switch a {
+	case Call:
+		return "call"
+	case Wait:
+		return "wait"
+	case Probe:
+		return "probe"
+	default:
+		return fmt.Sprintf("Action(%d)", int(a))
+	}
+}
+
+// Decision is the answer of [Breaker.Allow].
+type Decision struct {
+	Action Action
+	// Until is, for Wait, the earliest time at which to ask again.
+	Until time.Time
+}
+
+// Change is how an [Event] changed the circuit, for logging and metrics.
+type Change int
+
+// Changes returned by [Breaker.Record].
+const (
+	// Unchanged: the circuit stays as it was.
+	Unchanged Change = iota
+	// Opened: the circuit was closed and is now open.
+	Opened
+	// Closed: a probe succeeded; the circuit is closed again.
+	Closed
+	// ProbeFailed: the probe failed; the circuit stays open with a longer
+	// interval before the next probe.
+	ProbeFailed
+)
+
+// String returns the change as a word.
+func (c Change) String() string {
+	switch c {
+	case Unchanged:
+		return "unchanged"
+	case Opened:
+		return "opened"
+	case Closed:
+		return "closed"
+	case ProbeFailed:
+		return "probe_failed"
+	default:
+		return fmt.Sprintf("Change(%d)", int(c))
+	}
+}
+
+// Verdict is the answer of [Breaker.Record].
+type Verdict struct {
+	// Change says how the circuit changed.
+	Change Change
+	// Systemic is true when the event's failure is blamed on the provider
+	// as a whole (the circuit is open after it): the caller must not count
+	// the attempt against the item's maximum, and reschedules it without
+	// using up its failure budget. False for Answered events and for
+	// failures while the circuit is closed, which keep the item policy.
+	Systemic bool
+}
+
+// Defaults of [Config].
+const (
+	DefaultFailures     = 5
+	DefaultServerErrors = 10
+	DefaultProbeBase    = time.Second
+	DefaultProbeCap     = 30 * time.Second
+)
+
+// Config configures a [Breaker].
+type Config struct {
+	// Failures is the number of distinct items whose calls must fail with
+	// Unreachable in a row (no Answered between) to open the circuit.
+	// Defaults to 5.
+	Failures int
+	// ServerErrors is the number of distinct items that must get a 5xx in
+	// a row (no Answered between) to open the circuit. Defaults to 10.
+	ServerErrors int
+	// ProbeBase is the wait between opening and the first probe; it
+	// doubles after each failed probe. Defaults to 1s.
+	ProbeBase time.Duration
+	// ProbeCap caps the wait between probes, and is how long a probe may
+	// stay unanswered before another is allowed. Defaults to 30s.
+	ProbeCap time.Duration
+}
+
+// WithDefaults returns c with every zero field set to its default.
+func (c Config) WithDefaults() Config {
+	c.Failures = cmp.Or(c.Failures, DefaultFailures)
+	c.ServerErrors = cmp.Or(c.ServerErrors, DefaultServerErrors)
+	c.ProbeBase = cmp.Or(c.ProbeBase, DefaultProbeBase)
+	c.ProbeCap = cmp.Or(c.ProbeCap, DefaultProbeCap)
+	return c
+}
+
+func (c Config) validate() error {
+	switch {
+	case c.Failures < 1:
+		return fmt.Errorf("circuit: Config.Failures %d: want at least 1", c.Failures)
+	case c.ServerErrors < 1:
+		return fmt.Errorf("circuit: Config.ServerErrors %d: want at least 1", c.ServerErrors)
+	case c.ProbeBase <= 0:
+		return fmt.Errorf("circuit: Config.ProbeBase %s: want > 0", c.ProbeBase)
+	case c.ProbeCap < c.ProbeBase:
+		return fmt.Errorf("circuit: Config.ProbeCap %s: want at least ProbeBase (%s)", c.ProbeCap, c.ProbeBase)
+	}
+	return nil
+}
+
+// Breaker is the circuit of one provider. Create it with [New]; it is not
+// safe for concurrent use (the caller holds a mutex around it, as it holds
+// one around any shared state of its workers).
+type Breaker struct {
+	cfg Config
+
+	// Closed state: the current run of failures, by distinct item.
+	unreachable map[string]struct{}
+	serverError map[string]struct{}
+
+	open       bool
+	openedAt   time.Time
+	cause      string        // what opened it, then the latest failure's cause
+	interval   time.Duration // wait before the next probe
+	nextProbe  time.Time     // earliest time of the next probe
+	probing    bool          // a probe is out
+	probeSince time.Time     // when the probe went out
+	probes     int           // probes since opening
+	failures   int           // failed outcomes recorded since opening
+}
+
+// New returns a closed Breaker.
+func New(cfg Config) (*Breaker, error) {
+	cfg = cfg.WithDefaults()
+	if err := cfg.validate(); err != nil {
+		return nil, err
+	}
+	return &Breaker{cfg: cfg, unreachable: map[string]struct{}{}, serverError: map[string]struct{}{}}, nil
+}
+
+// Allow says what the caller may do at now: Call when the circuit is
+// closed; when it is open, Probe for exactly one caller once the probe
+// interval has passed (or the previous probe went unanswered for ProbeCap),
+// and Wait until the next probe time for everyone else.
+func (b *Breaker) Allow(now time.Time) Decision {
+	if !b.open {
+		return Decision{Action: Call}
+	}
+	if b.probing && now.Sub(b.probeSince) >= b.cfg.ProbeCap {
+		b.probing = false // the probe's outcome was lost; allow another
+	}
+	if !b.probing && !now.Before(b.nextProbe) {
+		b.probing, b.probeSince = true, now
+		b.probes++
+		return Decision{Action: Probe}
+	}
+	until := b.nextProbe
+	if b.probing {
+		until = b.probeSince.Add(b.cfg.ProbeCap)
+		if next := now.Add(b.interval); next.Before(until) {
+			until = next
+		}
+	}
+	return Decision{Action: Wait, Until: until}
+}
+
+// Record takes the outcome of a call that ended at now and returns how the
+// circuit changed and whether the failure is the provider's.
+func (b *Breaker) Record(now time.Time, ev Event) Verdict {
+	if ev.Kind == Ignored {
+		if ev.Probe && b.open {
+			b.probing = false // let another caller probe
+		}
+		return Verdict{}
+	}
+	if b.open {
+		return b.recordOpen(now, ev)
+	}
+	switch ev.Kind {
+	case Answered:
+		clear(b.unreachable)
+		clear(b.serverError)
+		return Verdict{}
+	case Unreachable:
+		b.unreachable[ev.Item] = struct{}{}
+		if len(b.unreachable) >= b.cfg.Failures {
+			b.trip(now, ev.Cause)
+			return Verdict{Change: Opened, Systemic: true}
+		}
+	case ServerError:
+		b.serverError[ev.Item] = struct{}{}
+		if len(b.serverError) >= b.cfg.ServerErrors {
+			b.trip(now, ev.Cause)
+			return Verdict{Change: Opened, Systemic: true}
+		}
+	}
+	return Verdict{}
+}
+
+func (b *Breaker) recordOpen(now time.Time, ev Event) Verdict {
+	if ev.Kind != Answered {
+		b.cause = cmp.Or(ev.Cause, b.cause)
+		b.failures++
+	}
+	if !ev.Probe {
+		// A call started before the circuit opened: its failure is the
+		// outage's, and a late success proves nothing about now.
+		return Verdict{Systemic: ev.Kind != Answered}
+	}
+	b.probing = false
+	if ev.Kind == Answered {
+		b.reset()
+		return Verdict{Change: Closed}
+	}
+	b.interval = min(2*b.interval, b.cfg.ProbeCap)
+	b.nextProbe = now.Add(b.interval)
+	return Verdict{Change: ProbeFailed, Systemic: true}
+}
+
+func (b *Breaker) trip(now time.Time, cause string) {
+	b.open, b.openedAt, b.cause = true, now, cause
+	b.interval = b.cfg.ProbeBase
+	b.nextProbe = now.Add(b.interval)
+	b.probing, b.probes, b.failures = false, 0, 0
+	clear(b.unreachable)
+	clear(b.serverError)
+}
+
+func (b *Breaker) reset() {
+	*b = Breaker{cfg: b.cfg, unreachable: b.unreachable, serverError: b.serverError}
+	clear(b.unreachable)
+	clear(b.serverError)
+}
+
+// State is a snapshot of a [Breaker], for status, metrics and logs.
+type State struct {
+	// Open is true while the circuit is open.
+	Open bool
+	// OpenedAt is when the circuit last opened; zero when closed.
+	OpenedAt time.Time
+	// Cause is the failure that opened the circuit, or the latest one
+	// since; empty when closed.
+	Cause string
+	// NextProbe is the earliest time of the next probe; zero when closed.
+	NextProbe time.Time
+	// Probes is the number of probes let through since the circuit opened.
+	Probes int
+	// Failures counts the failed outcomes (probes and late calls) recorded
+	// since the circuit opened.
+	Failures int
+}
+
+// State returns a snapshot of b.
+func (b *Breaker) State() State {
+	if !b.open {
+		return State{}
+	}
+	return State{Open: true, OpenedAt: b.openedAt, Cause: b.cause, NextProbe: b.nextProbe, Probes: b.probes, Failures: b.failures}
+}

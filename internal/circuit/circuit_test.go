@@ -1,0 +1,249 @@
+package circuit
+
+import (
+	"fmt"
+	"testing"
+	"time"
+)
+
+var t0 = time.Date(2026, 10, 25, 2, 0, 0, 0, time.UTC)
+
+// step is one call of a Breaker in a table test: Allow when ev is nil,
+// Record otherwise, at t0+at.
+type step struct {
+	at   time.Duration
+	ev   *Event
+	want string // Allow: "call", "wait@<offset>", "probe"; Record: "<change>" or "<change> systemic"
+}
+
+func allow(at time.Duration, want string) step { return step{at: at, want: want} }
+
+func record(at time.Duration, k Kind, item string, probe bool, want string) step {
+	return step{at: at, ev: &Event{Kind: k, Item: item, Cause: k.String() + " cause", Probe: probe}, want: want}
+}
+
+func runSteps(t *testing.T, cfg Config, steps []step) *Breaker {
+	t.Helper()
+	b, err := New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	runStepsOn(t, b, steps)
+	return b
+}
+
+// runStepsOn runs steps on an existing Breaker.
+func runStepsOn(t *testing.T, b *Breaker, steps []step) {
+	t.Helper()
+	for i, s := range steps {
+		now := t0.Add(s.at)
+		var got string
+		if s.ev == nil {
+			d := b.Allow(now)
+			got = d.Action.String()
+			if d.Action == Wait {
+				got += "@" + d.Until.Sub(t0).String()
+			}
+		} else {
+			v := b.Record(now, *s.ev)
+			got = v.Change.String()
+			if v.Systemic {
+				got += " systemic"
+			}
+		}
+		if got != s.want {
+			t.Fatalf("step %d (at %s): got %q, want %q", i, s.at, got, s.want)
+		}
+	}
+}
+
+func TestBreaker(t *testing.T) {
+	t.Parallel()
+	small := Config{Failures: 3, ServerErrors: 3, ProbeBase: time.Second, ProbeCap: 4 * time.Second}
+	tests := []struct {
+		name  string
+		cfg   Config
+		steps []step
+	}{
+		{"closed calls", small, []step{
+			allow(0, "call"),
+			record(0, Answered, "a", false, "unchanged"),
+			allow(time.Millisecond, "call"),
+		}},
+		{"one item failing again and again does not open", small, []step{
+			record(0, Unreachable, "a", false, "unchanged"),
+			record(1, Unreachable, "a", false, "unchanged"),
+			record(2, Unreachable, "a", false, "unchanged"),
+			record(3, ServerError, "a", false, "unchanged"),
+			allow(4, "call"),
+		}},
+		{"an answer between failures ends the run", small, []step{
+			record(0, Unreachable, "a", false, "unchanged"),
+			record(1, Unreachable, "b", false, "unchanged"),
+			record(2, Answered, "c", false, "unchanged"),
+			record(3, Unreachable, "d", false, "unchanged"),
+			record(4, Unreachable, "e", false, "unchanged"),
+			allow(5, "call"),
+		}},
+		{"failures across distinct items open", small, []step{
+			record(0, Unreachable, "a", false, "unchanged"),
+			record(0, Unreachable, "b", false, "unchanged"),
+			record(0, Unreachable, "c", false, "opened systemic"),
+			allow(0, "wait@1s"),
+			record(10*time.Millisecond, Unreachable, "d", false, "unchanged systemic"), // in flight before it opened
+			allow(500*time.Millisecond, "wait@1s"),
+		}},
+		{"5xx across distinct items open", small, []step{
+			record(0, ServerError, "a", false, "unchanged"),
+			record(0, ServerError, "b", false, "unchanged"),
+			record(0, ServerError, "c", false, "opened systemic"),
+		}},
+		{"5xx and connection failures count apart", small, []step{
+			record(0, ServerError, "a", false, "unchanged"),
+			record(0, Unreachable, "b", false, "unchanged"),
+			record(0, ServerError, "c", false, "unchanged"),
+			record(0, Unreachable, "d", false, "unchanged"),
+			record(0, Unreachable, "e", false, "opened systemic"),
+		}},
+		{"one probe at a time, backed off, closed by a success", small, []step{
+			record(0, Unreachable, "a", false, "unchanged"),
+			record(0, Unreachable, "b", false, "unchanged"),
+			record(0, Unreachable, "c", false, "opened systemic"),
+			allow(time.Second, "probe"),
+			allow(time.Second, "wait@2s"), // another worker: waits for the probe, at most one interval
+			record(time.Second+time.Millisecond, Unreachable, "d", true, "probe_failed systemic"),
+			allow(2*time.Second, "wait@3.001s"), // the interval doubled to 2s
+			allow(3*time.Second+time.Millisecond, "probe"),
+			record(3*time.Second+2*time.Millisecond, Unreachable, "d", true, "probe_failed systemic"),
+			allow(7*time.Second+2*time.Millisecond, "probe"), // 4s
+			record(7*time.Second+3*time.Millisecond, Unreachable, "d", true, "probe_failed systemic"),
+			allow(11*time.Second+3*time.Millisecond, "probe"), // capped at 4s
+			record(11*time.Second+4*time.Millisecond, Answered, "d", true, "closed"),
+			allow(11*time.Second+5*time.Millisecond, "call"),
+			// Closed again with a clean slate: two failures do not reopen it.
+			record(12*time.Second, Unreachable, "x", false, "unchanged"),
+			record(12*time.Second, Unreachable, "y", false, "unchanged"),
+			allow(12*time.Second, "call"),
+		}},
+		{"a late success while open proves nothing", small, []step{
+			record(0, Unreachable, "a", false, "unchanged"),
+			record(0, Unreachable, "b", false, "unchanged"),
+			record(0, Unreachable, "c", false, "opened systemic"),
+			record(time.Millisecond, Answered, "d", false, "unchanged"),
+			allow(2*time.Millisecond, "wait@1s"),
+		}},
+		{"a lost probe is replaced after ProbeCap", small, []step{
+			record(0, Unreachable, "a", false, "unchanged"),
+			record(0, Unreachable, "b", false, "unchanged"),
+			record(0, Unreachable, "c", false, "opened systemic"),
+			allow(time.Second, "probe"),
+			allow(4*time.Second, "wait@5s"),
+			allow(5*time.Second, "probe"),
+		}},
+		{"an ignored probe lets another caller probe", small, []step{
+			record(0, Unreachable, "a", false, "unchanged"),
+			record(0, Unreachable, "b", false, "unchanged"),
+			record(0, Unreachable, "c", false, "opened systemic"),
+			allow(time.Second, "probe"),
+			record(time.Second, Ignored, "d", true, "unchanged"),
+			allow(time.Second, "probe"),
+		}},
+		{"ignored outcomes change nothing", small, []step{
+			record(0, Unreachable, "a", false, "unchanged"),
+			record(0, Unreachable, "b", false, "unchanged"),
+			record(0, Ignored, "c", false, "unchanged"),
+			record(0, Unreachable, "d", false, "opened systemic"),
+		}},
+		{"defaults: five distinct items", Config{}, []step{
+			record(0, Unreachable, "a", false, "unchanged"),
+			record(0, Unreachable, "b", false, "unchanged"),
+			record(0, Unreachable, "c", false, "unchanged"),
+			record(0, Unreachable, "d", false, "unchanged"),
+			record(0, Unreachable, "e", false, "opened systemic"),
+			allow(0, "wait@1s"),
+		}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			runSteps(t, tt.cfg, tt.steps)
+		})
+	}
+}
+
+func TestBreakerState(t *testing.T) {
+	t.Parallel()
+	b := runSteps(t, Config{Failures: 2}, []step{
+		record(0, Unreachable, "a", false, "unchanged"),
+		record(time.Second, Unreachable, "b", false, "opened systemic"),
+		allow(2*time.Second, "probe"),
+		record(2*time.Second, Unreachable, "c", true, "probe_failed systemic"),
+	})
+	got := b.State()
+	want := State{Open: true, OpenedAt: t0.Add(time.Second), Cause: "unreachable cause", NextProbe: t0.Add(4 * time.Second), Probes: 1, Failures: 1}
+	if got != want {
+		t.Errorf("State() = %+v, want %+v", got, want)
+	}
+	runStepsOn(t, b, []step{allow(4*time.Second, "probe"), record(4*time.Second, Answered, "c", true, "closed")})
+	if got := b.State(); got != (State{}) {
+		t.Errorf("State() after closing = %+v, want zero", got)
+	}
+}
+
+func TestConfigValidate(t *testing.T) {
+	t.Parallel()
+	for _, cfg := range []Config{
+		{Failures: -1},
+		{ServerErrors: -2},
+		{ProbeBase: -time.Second},
+		{ProbeBase: time.Minute, ProbeCap: time.Second},
+	} {
+		if _, err := New(cfg); err == nil {
+			t.Errorf("New(%+v): no error", cfg)
+		}
+	}
+}
+
+func TestWarnings(t *testing.T) {
+	t.Parallel()
+	var w Warnings
+	type note struct {
+		at    time.Duration
+		warn  bool
+		count int
+	}
+	for i, n := range []note{
+		{0, true, 1}, // at once
+		{time.Second, false, 0},
+		{10 * time.Second, false, 0},
+		{29 * time.Second, false, 0},
+		{30 * time.Second, true, 4}, // then every 30s with the count since
+		{31 * time.Second, false, 0},
+		{75 * time.Second, true, 2},
+	} {
+		warn, count := w.Note(t0.Add(n.at))
+		if warn != n.warn || count != n.count {
+			t.Fatalf("note %d at %s: (%v, %d), want (%v, %d)", i, n.at, warn, count, n.warn, n.count)
+		}
+	}
+	w.Note(t0.Add(80 * time.Second))
+	if n := w.Reset(); n != 1 {
+		t.Errorf("Reset() = %d, want 1", n)
+	}
+	if warn, count := w.Note(t0.Add(81 * time.Second)); !warn || count != 1 {
+		t.Errorf("first note after Reset: (%v, %d), want (true, 1)", warn, count)
+	}
+}
+
+func ExampleWarnings() {
+	w := Warnings{Every: 30 * time.Second}
+	for s := 0; s <= 70; s += 5 {
+		if warn, n := w.Note(t0.Add(time.Duration(s) * time.Second)); warn {
+			fmt.Printf("%ds: WARN provider circuit open; failed calls since the last warning: %d\n", s, n)
+		}
+	}
+	// Output:
+	// 0s: WARN provider circuit open; failed calls since the last warning: 1
+	// 30s: WARN provider circuit open; failed calls since the last warning: 6
+	// 60s: WARN provider circuit open; failed calls since the last warning: 6
+}
