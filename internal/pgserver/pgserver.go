@@ -206,6 +206,9 @@ func (c *Cluster) ConnString(dbname string) string {
 	return fmt.Sprintf("host=%s port=5432 user=%s dbname=%s sslmode=disable", c.dir, superuser, dbname)
 }
 
+// SocketDir is the directory holding the cluster's Unix socket, for psql -h.
+func (c *Cluster) SocketDir() string { return c.dir }
+
 // Stop shuts the server down (fast mode) and removes its directory.
 func (c *Cluster) Stop() error {
 	if c.cmd.Process != nil {
