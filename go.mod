@@ -15,6 +15,7 @@ require (
 	github.com/schollz/progressbar/v3 v3.19.1
 	github.com/tidwall/gjson v1.20.2
 	golang.org/x/image v0.48.0
+	golang.org/x/oauth2 v0.38.0
 )
 
 require (
