@@ -446,7 +446,7 @@ func renameHints(h http.Header, hints profile.Hints) http.Header {
 	for _, m := range []struct{ from, to string }{{hints.Remaining, "X-RateLimit-Remaining"}, {hints.Reset, "X-RateLimit-Reset"},
 		{hints.Limit, "X-RateLimit-Limit"}} {
 		if v := h.Values(m.from); m.from != "" && len(v) > 0 {
-			out[m.to] = v
+			out[http.CanonicalHeaderKey(m.to)] = v
 		}
 	}
 	return out
