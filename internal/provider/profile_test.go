@@ -256,7 +256,9 @@ func TestCheckoutProfileFromDocs(t *testing.T) {
 		}
 	}))
 	t.Cleanup(srv.Close)
-	c := newClient(t, srv.URL, func(c *Config) { c.Profile = loadProfile(t, filepath.Join("..", "..", "testdata", "profiles", "checkout.json")) })
+	c := newClient(t, srv.URL, func(c *Config) {
+		c.Profile = loadProfile(t, filepath.Join("..", "..", "testdata", "profiles", "checkout.json"))
+	})
 	resp, err := c.Get(t.Context(), "pay_mbabizu24mvu3mela5njyhpit4", "k")
 	if err != nil || resp.Record != (Record{"pay_mbabizu24mvu3mela5njyhpit4", 6540, "USD", "succeeded"}) || resp.ProviderStatus != "Captured" {
 		t.Errorf("Get = %+v, %v", resp, err)
