@@ -144,7 +144,7 @@ profile names (see reconcile provider profiles).`,
 	if resp.Status != 0 {
 		fmt.Fprintf(w, "  HTTP %d %s\n", resp.Status, http.StatusText(resp.Status))
 		printHeader(w, resp.Header)
-		fmt.Fprintf(w, "  body: %s\n", strings.ToValidUTF8(string(ex.Body), "\uFFFD"))
+		fmt.Fprintf(w, "  body: %s\n", strings.TrimSpace(strings.ToValidUTF8(string(ex.Body), "\uFFFD")))
 	} else {
 		fmt.Fprintln(w, "  none")
 	}
