@@ -32,7 +32,7 @@ func loadProfile(t *testing.T, nameOrFile string) *profile.Profile {
 	return p
 }
 
-func fixture(t *testing.T, name string) []byte {
+func fixture(t testing.TB, name string) []byte {
 	t.Helper()
 	b, err := os.ReadFile(filepath.Join("..", "..", "testdata", "profiles", "fixtures", name))
 	if err != nil {
