@@ -40,6 +40,7 @@ type consumeFlags struct {
 	maxDeliveries    int
 	grace            time.Duration
 	providerURL      string
+	profile          string
 	timeout          time.Duration
 	insecure         bool
 	metricsAddr      string
@@ -64,7 +65,8 @@ func (f *consumeFlags) register(fs *flag.FlagSet) {
 	fs.DurationVar(&f.visibility, "visibility", queue.DefaultVisibility, "how long a claimed message stays invisible to other consumers")
 	fs.IntVar(&f.maxDeliveries, "max-deliveries", queue.DefaultMaxDeliveries, "claims without a result before a message is dead-lettered as poison")
 	fs.DurationVar(&f.grace, "grace", consume.DefaultGrace, "on SIGTERM/SIGINT, how long in-flight calls may take to finish")
-	fs.StringVar(&f.providerURL, "provider-url", "", "provider base URL (default $RECONCILE_PROVIDER_URL)")
+	fs.StringVar(&f.providerURL, "provider-url", "", "provider base URL (default $RECONCILE_PROVIDER_URL, else the profile's)")
+	fs.StringVar(&f.profile, "profile", "", "provider profile: reconcile, stripe, paypal, square or a profile file (default $RECONCILE_PROVIDER_PROFILE, else reconcile)")
 	fs.DurationVar(&f.timeout, "timeout", 10*time.Second, "overall timeout of one provider call")
 	fs.BoolVar(&f.insecure, "insecure-skip-verify", false, "DANGEROUS: do not verify the provider's TLS certificate")
 	fs.StringVar(&f.metricsAddr, "metrics-addr", "", "serve Prometheus metrics at http://ADDR/metrics (e.g. :9090); empty: off")
@@ -145,18 +147,18 @@ func runConsume(ctx context.Context, e *env, pool *pgxpool.Pool, logger *slog.Lo
 	if err != nil {
 		return err
 	}
-	baseURL := f.providerURL
-	if baseURL == "" {
-		baseURL = e.getenv("RECONCILE_PROVIDER_URL")
+	prof, err := loadProfile(e, f.profile)
+	if err != nil {
+		return err
 	}
-	if baseURL == "" {
+	pcfg := providerConfig(e, prof, f.providerURL, f.timeout, f.insecure)
+	if pcfg.BaseURL == "" && prof.BaseURL == "" {
 		return usageErrorf("consume: no provider: set RECONCILE_PROVIDER_URL or --provider-url")
 	}
 	if f.insecure {
 		logger.Warn("TLS certificate verification of the provider is OFF (--insecure-skip-verify): anyone on the network path can impersonate it")
 	}
-	client, err := provider.New(provider.Config{BaseURL: baseURL, Token: provider.Secret(e.getenv("RECONCILE_PROVIDER_TOKEN")),
-		Timeout: f.timeout, InsecureSkipVerify: f.insecure})
+	client, err := provider.New(pcfg)
 	if err != nil {
 		return usageError(fmt.Errorf("consume: provider: %w", err))
 	}
@@ -187,7 +189,7 @@ func runConsume(ctx context.Context, e *env, pool *pgxpool.Pool, logger *slog.Lo
 	if err != nil {
 		return err
 	}
-	logger.Info("consuming", "provider", client.BaseURL(), "concurrency", f.concurrency, "until_done", f.untilDone)
+	logger.Info("consuming", "provider", client.BaseURL(), "profile", prof.Name, "concurrency", f.concurrency, "until_done", f.untilDone)
 	start := time.Now()
 	err = c.Run(ctx)
 	stopWatching()

@@ -29,6 +29,7 @@ import (
 	"github.com/reconcile/reconcile/internal/ledger"
 	"github.com/reconcile/reconcile/internal/payments"
 	"github.com/reconcile/reconcile/internal/pgserver"
+	"github.com/reconcile/reconcile/internal/profile"
 	"github.com/reconcile/reconcile/internal/provider"
 	"github.com/reconcile/reconcile/internal/providersim"
 	"github.com/reconcile/reconcile/internal/sample"
@@ -59,6 +60,13 @@ type demoDay struct {
 
 // generateDemoDay generates n payments of date with seed.
 func generateDemoDay(date payments.Date, n int, seed uint64) (demoDay, error) {
+	return generateDemoDayIn(date, n, seed, providersim.ShapeReconcile)
+}
+
+// generateDemoDayIn generates a day whose statuses the shape can say: a
+// status it has no word for (Stripe's PaymentIntents are never refunded)
+// becomes canceled, or succeeded when it cannot say canceled either.
+func generateDemoDayIn(date payments.Date, n int, seed uint64, shape providersim.Shape) (demoDay, error) {
 	g, err := sample.New(sample.Config{Date: date, Count: n, Seed: seed})
 	if err != nil {
 		return demoDay{}, err
@@ -72,6 +80,12 @@ func generateDemoDay(date payments.Date, n int, seed uint64) (demoDay, error) {
 		p, ok := g.Next()
 		if !ok {
 			break
+		}
+		if !shape.Expresses(p.Status) {
+			p.Status = profile.StatusCanceled
+			if !shape.Expresses(p.Status) {
+				p.Status = profile.StatusSucceeded
+			}
 		}
 		line = sample.AppendCSV(line[:0], p)
 		buf.Write(line)
@@ -112,13 +126,17 @@ type demoResult struct {
 }
 
 func cmdDemo(ctx context.Context, e *env, args []string) error {
-	fs := newFlagSet(e, "demo", "[--items N] [--seed S] [--keep] [--database-url URL]",
+	fs := newFlagSet(e, "demo", "[--items N] [--seed S] [--profile stripe|paypal|square] [--keep] [--database-url URL]",
 		`Show the whole system working, end to end, in well under a minute: start a throwaway
 PostgreSQL, migrate it, start a simulated payment provider whose rate limit changes during the run (300/s, 100/s, 250/s),
 generate a realistic day of payments (accounts, currencies, mismatches, missing ids,
 transient 503s, a few permanent failures), enqueue it, consume it with the adaptive
 shared limiter, and print the run's report checked against the simulator's ground truth.
 Exits 1 if any outcome differs from the ground truth.
+
+--profile stripe (or paypal, square) runs the whole demo through that provider's API: the
+simulator speaks it (PayPal with its OAuth2 token endpoint) and the consumer reads it
+with the built-in profile of that name.
 
 --keep leaves the database running and prints how to connect with psql.
 
@@ -134,8 +152,13 @@ enqueue of any date is never taken for done.`,
 	concurrency := fs.Int("concurrency", 16, "workers calling the provider at once")
 	progressMode := fs.String("progress", "auto", "progress: bar, log, off, or auto (bar when stderr is a terminal)")
 	databaseURL := fs.String("database-url", "", "run on this database instead of a throwaway one (runs named demo-…)")
+	shapeName := fs.String("profile", "reconcile", "provider API of the demo: reconcile, stripe, paypal or square")
 	if err := parseFlags(fs, args); err != nil {
 		return err
+	}
+	shape, err := providersim.ParseShape(*shapeName)
+	if err != nil {
+		return usageErrorf("demo: --profile: %v", err)
 	}
 	if *items < 1 || *items > 1_000_000 {
 		return usageErrorf("demo: --items %d: want 1 to 1000000", *items)
@@ -157,7 +180,7 @@ enqueue of any date is never taken for done.`,
 		return err
 	}
 	res, err := runDemo(ctx, e, logger, demoOptions{items: *items, seed: *seed, date: d, keep: *keep,
-		concurrency: *concurrency, progress: *progressMode, databaseURL: *databaseURL})
+		concurrency: *concurrency, progress: *progressMode, databaseURL: *databaseURL, shape: shape})
 	if err != nil {
 		return err
 	}
@@ -175,6 +198,7 @@ type demoOptions struct {
 	concurrency int
 	progress    string
 	databaseURL string // empty: a throwaway cluster
+	shape       providersim.Shape
 }
 
 // sharedDemoDate is the business date of the demo's day on a database given
@@ -245,12 +269,16 @@ func runDemo(ctx context.Context, e *env, logger *slog.Logger, o demoOptions) (d
 	dbReady := time.Now()
 
 	// The day and the provider.
-	day, err := generateDemoDay(o.date, o.items, o.seed)
+	day, err := generateDemoDayIn(o.date, o.items, o.seed, o.shape)
 	if err != nil {
 		return demoResult{}, err
 	}
-	token := provider.Secret(randomToken())
+	token, clientSecret := provider.Secret(randomToken()), provider.Secret(randomToken())
 	sim, err := demoSim(day, o.seed, token, logger)
+	if err != nil {
+		return demoResult{}, err
+	}
+	handler, err := providersim.Shaped(sim, o.shape, providersim.ShapeConfig{ClientID: "demo", ClientSecret: clientSecret})
 	if err != nil {
 		return demoResult{}, err
 	}
@@ -261,7 +289,7 @@ func runDemo(ctx context.Context, e *env, logger *slog.Logger, o demoOptions) (d
 	simDone.Add(1)
 	go func() {
 		defer simDone.Done()
-		if err := providersim.Serve(simCtx, sim, "127.0.0.1:0", func(a net.Addr) { ready <- a }); err != nil {
+		if err := providersim.ServeHandler(simCtx, handler, "127.0.0.1:0", func(a net.Addr) { ready <- a }); err != nil {
 			simErr <- err
 		}
 	}()
@@ -280,8 +308,8 @@ func runDemo(ctx context.Context, e *env, logger *slog.Logger, o demoOptions) (d
 	fmt.Fprintf(w, "reconcile demo: %d payments of %s across %d accounts in %d currencies (%s)\n",
 		o.items, o.date, day.accounts, len(currencies), strings.Join(currencies, ", "))
 	sched := demoSchedule(o.items)
-	fmt.Fprintf(w, "simulated provider at %s: rate limit %s; faults: %.1f%% mismatched, %.1f%% missing, %.1f%% transient 503s, %.1f%% permanent (400 or unreadable body)\n",
-		simURL, describeSchedule(sched), 100*demoShares.Mismatch, 100*demoShares.Missing, 100*demoShares.Transient,
+	fmt.Fprintf(w, "simulated provider at %s speaking the %s API: rate limit %s; faults: %.1f%% mismatched, %.1f%% missing, %.1f%% transient 503s, %.1f%% permanent (400 or unreadable body)\n",
+		simURL, o.shape, describeSchedule(sched), 100*demoShares.Mismatch, 100*demoShares.Missing, 100*demoShares.Transient,
 		100*(demoShares.BadRequest+demoShares.BadBody))
 
 	// Enqueue: the same path as `reconcile enqueue`.
@@ -309,14 +337,19 @@ func runDemo(ctx context.Context, e *env, logger *slog.Logger, o demoOptions) (d
 	cf := consumeFlags{untilDone: true, concurrency: o.concurrency, rate: sched[0].Rate, burst: demoBurst,
 		maxAttempts: def.MaxAttempts, backoffBase: 50 * time.Millisecond, backoffCap: time.Second, jitter: "full",
 		throttleDeadline: def.ThrottleDeadline, visibility: 30 * time.Second, maxDeliveries: 5, grace: 5 * time.Second,
-		providerURL: simURL, timeout: 5 * time.Second, progress: o.progress, limiterName: demoLimiter}
+		providerURL: simURL, profile: o.shape.String(), timeout: 5 * time.Second, progress: o.progress, limiterName: demoLimiter}
 	if err := cf.validate(); err != nil {
 		return demoResult{}, err
 	}
 	ce := *e
 	ce.getenv = func(k string) string {
-		if k == "RECONCILE_PROVIDER_TOKEN" {
+		switch k {
+		case "RECONCILE_PROVIDER_TOKEN":
 			return token.Reveal()
+		case "RECONCILE_PROVIDER_CLIENT_ID":
+			return "demo"
+		case "RECONCILE_PROVIDER_CLIENT_SECRET":
+			return clientSecret.Reveal()
 		}
 		return e.getenv(k)
 	}

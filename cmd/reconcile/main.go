@@ -55,6 +55,7 @@ func commands() []command {
 		{"dlq", "list or redrive dead-lettered messages", cmdDLQ},
 		{"limit", "show or set the shared provider rate limit", cmdLimit},
 		{"audit", "verify the ledger's hash chains; grant auditor access", cmdAudit},
+		{"provider", "list provider profiles; check one against the provider with one call", cmdProvider},
 		{"provider-sim", "run a simulated payment provider for trials", cmdProviderSim},
 		{"sample", "write a generated day of payments (for trials and benchmarks)", cmdSample},
 		{"version", "print the version", cmdVersion},
@@ -109,7 +110,8 @@ func usage(w io.Writer) {
 	b.WriteString("  --log-format text|json   log format (default: text on a terminal, json otherwise)\n")
 	b.WriteString("  --log-level LEVEL        debug, info, warn or error (default info)\n")
 	b.WriteString("  --version                print the version and exit (before the subcommand only)\n")
-	b.WriteString("\nEnvironment: DATABASE_URL (or PGHOST, PGUSER, ...), RECONCILE_PROVIDER_URL, RECONCILE_PROVIDER_TOKEN.\n")
+	b.WriteString("\nEnvironment: DATABASE_URL (or PGHOST, PGUSER, ...), RECONCILE_PROVIDER_URL, RECONCILE_PROVIDER_TOKEN,\n")
+	b.WriteString("RECONCILE_PROVIDER_PROFILE (and the credential variables the profile names).\n")
 	b.WriteString("Run `reconcile help <subcommand>` for its flags and an example.\n")
 	_, _ = io.WriteString(w, b.String())
 }

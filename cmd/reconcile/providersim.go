@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -25,6 +26,10 @@ GET /_sim/stats returns its counters as JSON; POST /_sim/config with
 changes it while it runs. Bind it to a loopback address: those endpoints are open.
 
 The bearer token required is --token, else RECONCILE_PROVIDER_TOKEN, else none.
+--profile stripe|paypal|square speaks that provider's API instead (the paths, bodies,
+status words and error bodies the built-in profile of that name reads); paypal also
+serves POST /v1/oauth2/token for the client credentials --client-id and --client-secret
+(default RECONCILE_PROVIDER_CLIENT_ID and RECONCILE_PROVIDER_CLIENT_SECRET).
 Runs until interrupted.`,
 		"reconcile provider-sim --addr 127.0.0.1:8080 --source payments.csv --limit 20@0s,10@30s,30@60s --burst 10 --mismatch 0.02 --missing 0.01")
 	addr := fs.String("addr", "127.0.0.1:8080", "address to listen on (port 0 picks a free port)")
@@ -44,6 +49,9 @@ Runs until interrupted.`,
 	retryAfterDate := fs.Bool("retry-after-date", false, "send Retry-After as an HTTP-date instead of seconds")
 	rateLimitHeaders := fs.Bool("ratelimit-headers", false, "send RateLimit-Policy and RateLimit headers")
 	token := fs.String("token", "", "bearer token to require (default RECONCILE_PROVIDER_TOKEN; empty: none)")
+	shapeName := fs.String("profile", "reconcile", "API to speak: reconcile, stripe, paypal or square")
+	clientID := fs.String("client-id", "", "OAuth2 client id of --profile paypal (default RECONCILE_PROVIDER_CLIENT_ID)")
+	clientSecret := fs.String("client-secret", "", "OAuth2 client secret of --profile paypal (default RECONCILE_PROVIDER_CLIENT_SECRET)")
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
@@ -82,12 +90,22 @@ Runs until interrupted.`,
 			cfg.Records = []provider.Record{}
 		}
 	}
+	shape, err := providersim.ParseShape(*shapeName)
+	if err != nil {
+		return usageErrorf("--profile: %v", err)
+	}
 	sim, err := providersim.New(cfg)
 	if err != nil {
 		return usageError(err)
 	}
-	err = providersim.Serve(ctx, sim, *addr, func(a net.Addr) {
-		logger.Info("provider simulator listening", "url", "http://"+a.String(), "records", len(sim.Records()),
+	h, err := providersim.Shaped(sim, shape, providersim.ShapeConfig{
+		ClientID:     provider.Secret(cmp.Or(*clientID, e.getenv("RECONCILE_PROVIDER_CLIENT_ID"))),
+		ClientSecret: provider.Secret(cmp.Or(*clientSecret, e.getenv("RECONCILE_PROVIDER_CLIENT_SECRET")))})
+	if err != nil {
+		return usageErrorf("--profile: %v (set --client-id and --client-secret)", err)
+	}
+	err = providersim.ServeHandler(ctx, h, *addr, func(a net.Addr) {
+		logger.Info("provider simulator listening", "url", "http://"+a.String(), "profile", shape.String(), "records", len(sim.Records()),
 			"limit", sched.String(), "burst", sim.Stats().Burst, "seed", *seed, "token_required", tok != "")
 	})
 	if err != nil {

@@ -77,7 +77,7 @@ func (c *Consumer) process(ctx, claimCtx context.Context, rec *recorder, j job) 
 		return fmt.Errorf("%w: %s answered %d for transaction %q; fix RECONCILE_PROVIDER_TOKEN and run again (every message is still queued)",
 			ErrProviderAuth, c.client.BaseURL(), resp.Status, j.d.TransactionID)
 	}
-	s := settlement{called: true, throttled: resp.Status == 429, status: resp.Status, reason: dec.Reason,
+	s := settlement{called: true, throttled: dec.CountsThrottle, status: resp.Status, reason: dec.Reason,
 		detail: dec.Detail, differences: dec.Differences, delay: dec.Delay, at: now}
 	if resp.Status >= 200 && resp.Status < 300 && callErr == nil {
 		s.provider = &ledger.Provider{AmountMinor: resp.Record.AmountMinor, Currency: resp.Record.Currency, Status: resp.Record.Status}

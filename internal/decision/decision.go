@@ -8,6 +8,7 @@ package decision
 
 import (
 	"cmp"
+	"errors"
 	"fmt"
 	"net/http"
 	"strconv"
@@ -15,6 +16,7 @@ import (
 	"time"
 
 	"github.com/reconcile/reconcile/internal/ledger"
+	"github.com/reconcile/reconcile/internal/profile"
 	"github.com/reconcile/reconcile/internal/provider"
 )
 
@@ -211,6 +213,12 @@ const (
 	ReasonBadBody          = "bad_body"
 	ReasonBodyTooLarge     = "body_too_large"
 	ReasonCanceled         = "canceled"
+	// ReasonUnmappedStatus: the provider's status word is not in the
+	// profile's status map; Detail starts with the word.
+	ReasonUnmappedStatus = "unmapped_status"
+	// ReasonLocked: the provider's object is busy (a profile's locked
+	// class, such as Stripe's lock_timeout).
+	ReasonLocked = "locked"
 )
 
 // StatusReason returns "http_<code>", e.g. http_503.
@@ -250,6 +258,10 @@ type Decision struct {
 	// Throttled is true for a 429 that is retried: lower the adaptive rate
 	// and count a throttle, not an attempt.
 	Throttled bool
+	// CountsThrottle is true when the answer counts as a throttle of the
+	// item (a 429, or an answer a profile classifies as throttle or
+	// locked), whatever is done about it.
+	CountsThrottle bool
 	// CountsAttempt is true when the retry uses up one of MaxAttempts: carry
 	// Attempt+1 with the retried message.
 	CountsAttempt bool
@@ -278,6 +290,14 @@ type Decision struct {
 //	                         DeadLetter max_attempts (Detail names the last cause)
 //	401, 403               → Stop
 //	other status           → DeadLetter http_<code> with a body excerpt
+//	2xx, unmapped status   → DeadLetter unmapped_status, Detail the provider's word
+//
+// When one of the profile's error rules matched (Response.Class), its class
+// decides instead of the status: missing → Ack missing; throttle → as a
+// 429; locked → retried as a 429 (no attempt used, the throttle deadline
+// applies) but without lowering the rate or a Penalty; retry → as a 5xx;
+// permanent → DeadLetter; auth → Stop. The rule's reason word, when it has
+// one, replaces the default reason.
 //
 // Stripe-Should-Retry, when present on an answer that is not 2xx, 401 or
 // 403, overrides the status: "false" makes it permanent (DeadLetter with its
@@ -287,10 +307,17 @@ type Decision struct {
 // attempt.
 func Decide(p Policy, in Input, rnd Rand) Decision {
 	resp := in.Response
-	d := Decision{Status: resp.Status}
+	d := Decision{Status: resp.Status, CountsThrottle: resp.Status == http.StatusTooManyRequests}
 	if in.Err != nil {
 		kind := provider.KindOf(in.Err)
 		switch kind {
+		case provider.KindUnmappedStatus:
+			detail := resp.ProviderStatus
+			var ue *profile.UnmappedStatusError
+			if errors.As(in.Err, &ue) {
+				detail = fmt.Sprintf("%s: not in the status map of profile %s; map it and redrive", ue.Status, ue.Profile)
+			}
+			return permanent(d, ReasonUnmappedStatus, detail)
 		case provider.KindCanceled:
 			d.Action, d.Reason, d.Detail = Retry, ReasonCanceled, in.Err.Error()
 			return d
@@ -307,6 +334,9 @@ func Decide(p Policy, in Input, rnd Rand) Decision {
 		}
 	}
 
+	if resp.Class != 0 {
+		return decideClass(p, in, d, rnd)
+	}
 	status := resp.Status
 	switch {
 	case status >= 200 && status < 300:
@@ -343,6 +373,35 @@ func Decide(p Policy, in Input, rnd Rand) Decision {
 	case status >= 500 && status < 600:
 		return transient(p, in, d, reason, resp.BodyExcerpt, rnd)
 	default:
+		return permanent(d, reason, resp.BodyExcerpt)
+	}
+}
+
+// decideClass follows the class of the profile's rule that matched.
+func decideClass(p Policy, in Input, d Decision, rnd Rand) Decision {
+	resp := in.Response
+	reason := cmp.Or(resp.Reason, StatusReason(resp.Status))
+	d.CountsThrottle = resp.Class == profile.ClassThrottle || resp.Class == profile.ClassLocked
+	switch resp.Class {
+	case profile.ClassMissing:
+		d.Action, d.Outcome, d.Reason = Ack, ledger.Missing, ReasonMissing
+		return d
+	case profile.ClassThrottle, profile.ClassLocked:
+		d = throttle(p, in, d, rnd)
+		if d.Action == Retry {
+			if resp.Class == profile.ClassLocked {
+				d.Throttled, d.Penalty, d.Reason = false, 0, ReasonLocked
+			}
+			d.Reason = cmp.Or(resp.Reason, d.Reason)
+		}
+		return d
+	case profile.ClassRetry:
+		return transient(p, in, d, reason, resp.BodyExcerpt, rnd)
+	case profile.ClassAuth:
+		d.Action, d.Reason = Stop, reason
+		d.Detail = detailWithExcerpt("the provider refused the credentials", resp.BodyExcerpt)
+		return d
+	default: // profile.ClassPermanent
 		return permanent(d, reason, resp.BodyExcerpt)
 	}
 }

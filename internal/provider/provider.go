@@ -1,19 +1,22 @@
 // Package provider is the HTTP client of the payment provider's transaction
-// lookup: GET {base}/v1/transactions/{id} with a bearer token, an
-// Idempotency-Key, a connect and an overall timeout and a response size limit.
+// lookup, shaped by a [profile.Profile]: by default the built-in contract
+// (GET {base}/v1/transactions/{id} with a bearer token and an
+// Idempotency-Key), or Stripe's, PayPal's, Square's or a profile file's. It
+// carries out the profile's auth strategy (bearer, basic, OAuth2 client
+// credentials with a cached token), a connect and an overall timeout and a
+// response size limit.
 //
-// The client reports what the provider said (status, record, Retry-After,
-// Stripe-Should-Retry, rate-limit headers, a body excerpt) and classifies
-// failures into [ErrorKind]s; deciding what to do about an answer belongs to
-// package decision.
+// The client reports what the provider said (status, record in the ledger's
+// terms, the class of a matching error rule, Retry-After, Stripe-Should-Retry,
+// rate-limit headers, a body excerpt) and classifies failures into
+// [ErrorKind]s; deciding what to do about an answer belongs to package
+// decision.
 package provider
 
 import (
-	"bytes"
 	"cmp"
 	"context"
 	"crypto/tls"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -25,6 +28,8 @@ import (
 	"strings"
 	"time"
 	"unicode/utf8"
+
+	"github.com/reconcile/reconcile/internal/profile"
 )
 
 // Secret is a credential. Its String, GoString, Format and LogValue forms are
@@ -68,12 +73,23 @@ const (
 
 // Config configures a [Client].
 type Config struct {
-	// BaseURL is the provider's base URL, e.g. https://provider.example/api.
-	// Required; must be http or https.
+	// BaseURL is the provider's base URL, e.g. https://provider.example/api;
+	// must be http or https. Defaults to the profile's base URL; required
+	// when the profile has none.
 	BaseURL string
-	// Token is sent as "Authorization: Bearer <token>" when not empty. It never
-	// appears in logs or errors. Defaults to no Authorization header.
+	// Profile says how to ask and how to read the answer. Defaults to the
+	// built-in reconcile contract.
+	Profile *profile.Profile
+	// Token is the bearer token of the bearer strategy. Required unless the
+	// profile's bearer auth is optional, where empty sends no Authorization
+	// header (the built-in contract's default).
 	Token Secret
+	// Username and Password are the basic strategy's credentials; an empty
+	// Password is sent as such.
+	Username, Password Secret
+	// ClientID and ClientSecret are the OAuth2 client credentials; both are
+	// required by that strategy.
+	ClientID, ClientSecret Secret
 	// HTTPClient sends the requests. When set, ConnectTimeout and
 	// InsecureSkipVerify are ignored (they configure the transport of the
 	// client built otherwise). Defaults to a client of its own.
@@ -103,7 +119,7 @@ func (c Config) withDefaults() Config {
 
 func (c Config) validate() (*url.URL, error) {
 	if c.BaseURL == "" {
-		return nil, errors.New("provider config: BaseURL is required")
+		return nil, fmt.Errorf("provider config: BaseURL is required (profile %s has no default)", c.Profile.Name)
 	}
 	u, err := url.Parse(c.BaseURL)
 	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
@@ -114,6 +130,9 @@ func (c Config) validate() (*url.URL, error) {
 	}
 	if c.ConnectTimeout < 0 || c.Timeout < 0 || c.MaxBody < 0 {
 		return nil, errors.New("provider config: ConnectTimeout, Timeout and MaxBody must not be negative")
+	}
+	if err := checkCredentials(c); err != nil {
+		return nil, err
 	}
 	u.RawQuery, u.Fragment = "", ""
 	return u, nil
@@ -128,13 +147,19 @@ func redactURL(s string) string {
 
 // Client calls the provider. It is safe for concurrent use.
 type Client struct {
-	cfg    Config
-	base   string // BaseURL without a trailing slash
-	client *http.Client
+	cfg     Config
+	profile *profile.Profile
+	base    string // BaseURL without a trailing slash
+	client  *http.Client
+	oauth   *oauthSource // nil unless the profile's auth is OAuth2
 }
 
 // New returns a client for cfg.
 func New(cfg Config) (*Client, error) {
+	if cfg.Profile == nil {
+		cfg.Profile, _ = profile.Builtin(profile.DefaultName)
+	}
+	cfg.BaseURL = cmp.Or(cfg.BaseURL, cfg.Profile.BaseURL)
 	cfg = cfg.withDefaults()
 	u, err := cfg.validate()
 	if err != nil {
@@ -160,11 +185,20 @@ func New(cfg Config) (*Client, error) {
 			CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
 		}
 	}
-	return &Client{cfg: cfg, base: strings.TrimRight(u.String(), "/"), client: hc}, nil
+	c := &Client{cfg: cfg, profile: cfg.Profile, base: strings.TrimRight(u.String(), "/"), client: hc}
+	if cfg.Profile.Auth.Type == profile.AuthOAuth2ClientCredentials {
+		if c.oauth, err = newOAuthSource(c); err != nil {
+			return nil, err
+		}
+	}
+	return c, nil
 }
 
 // BaseURL returns the configured base URL (it never carries credentials).
 func (c *Client) BaseURL() string { return c.base }
+
+// Profile returns the client's profile.
+func (c *Client) Profile() *profile.Profile { return c.profile }
 
 // Record is the provider's view of a transaction.
 type Record struct {
@@ -179,8 +213,18 @@ type Record struct {
 type Response struct {
 	// Status is the HTTP status code.
 	Status int
-	// Record is the parsed body; set only for a 2xx answer with a valid body.
+	// Record is the parsed body in the ledger's terms; set only for a 2xx
+	// answer with a valid body that no error rule matched.
 	Record Record
+	// ProviderStatus is the provider's own status word of Record (the same
+	// as Record.Status for a profile without a status map); also set with
+	// an error of kind [KindUnmappedStatus].
+	ProviderStatus string
+	// Class is the class of the profile's first error rule that matched the
+	// answer; 0 when none did and the status alone decides. Reason is the
+	// rule's reason word (empty for the default).
+	Class  profile.Class
+	Reason string
 	// RetryAfter is the parsed Retry-After header, clamped to
 	// [0, MaxRetryAfter]; HasRetryAfter reports whether the header was present
 	// and well-formed.
@@ -214,10 +258,13 @@ const (
 	KindBodyTooLarge
 	// KindBadBody: a 2xx answer whose body is not a valid record.
 	KindBadBody
+	// KindUnmappedStatus: a valid record whose status word the profile's
+	// status map does not know (Response.ProviderStatus).
+	KindUnmappedStatus
 )
 
 // String returns the kind as a short machine word (connection, timeout,
-// canceled, body_too_large, bad_body).
+// canceled, body_too_large, bad_body, unmapped_status).
 func (k ErrorKind) String() string {
 	switch k {
 	case KindConnection:
@@ -230,6 +277,8 @@ func (k ErrorKind) String() string {
 		return "body_too_large"
 	case KindBadBody:
 		return "bad_body"
+	case KindUnmappedStatus:
+		return "unmapped_status"
 	default:
 		return "unknown"
 	}
@@ -257,77 +306,150 @@ func KindOf(err error) ErrorKind {
 	return 0
 }
 
-// Get looks up one transaction. Every call carries idempotencyKey (use the
-// same key on every retry of an item).
+// Get looks up one transaction. Every call carries idempotencyKey in the
+// profile's idempotency header, when it has one (use the same key on every
+// retry of an item).
 //
-// A non-2xx answer is not an error: it is returned in Response.Status for the
-// caller to decide. The error is non-nil, an [*Error], when no answer came
-// (connection, timeout, canceled) or a 2xx body was unreadable (bad body, body
-// too large); in the latter cases Response still carries the status and
-// headers.
+// A non-2xx answer is not an error: it is returned in Response.Status (and
+// Response.Class when an error rule matched) for the caller to decide; so is
+// a 2xx answer that a rule classifies (a GraphQL error). The error is
+// non-nil, an [*Error], when no answer came (connection, timeout, canceled)
+// or a 2xx body was unreadable (bad body, body too large) or its status
+// unmapped; in the latter cases Response still carries the status and
+// headers. With OAuth2, a 401 makes the client fetch a new access token and
+// call once more before it answers the 401.
 func (c *Client) Get(ctx context.Context, transactionID, idempotencyKey string) (Response, error) {
+	resp, _, err := c.call(ctx, transactionID, idempotencyKey, nil)
+	return resp, err
+}
+
+// call makes the lookup, retrying once after a 401 with a fresh OAuth2
+// token. ex, when not nil, receives the request and the whole body.
+func (c *Client) call(ctx context.Context, transactionID, idempotencyKey string, ex *Exchange) (Response, []byte, error) {
+	resp, body, used, err := c.once(ctx, transactionID, idempotencyKey, ex)
+	if err == nil && resp.Status == http.StatusUnauthorized && c.oauth != nil && used != "" {
+		c.oauth.invalidate(used)
+		resp, body, _, err = c.once(ctx, transactionID, idempotencyKey, ex)
+	}
+	return resp, body, err
+}
+
+// once makes one lookup. used is the OAuth2 access token sent, if any.
+func (c *Client) once(ctx context.Context, transactionID, idempotencyKey string, ex *Exchange) (resp Response, body []byte, used string, err error) {
 	fail := func(kind ErrorKind, err error) error {
 		return &Error{Kind: kind, TransactionID: transactionID, Err: err}
 	}
 	parent := ctx
 	ctx, cancel := context.WithTimeout(ctx, c.cfg.Timeout)
 	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, c.base+"/v1/transactions/"+url.PathEscape(transactionID), nil)
+	req, err := c.newRequest(ctx, transactionID, idempotencyKey)
 	if err != nil {
-		return Response{}, fail(KindConnection, errors.New("build request"))
+		return Response{}, nil, "", fail(KindConnection, errors.New("build request"))
 	}
-	if c.cfg.Token != "" {
-		req.Header.Set("Authorization", "Bearer "+c.cfg.Token.Reveal())
+	used, tokResp, err := c.authorize(ctx, req)
+	if ex != nil {
+		ex.record(req, c.profile.Request.Body != "")
 	}
-	req.Header.Set("Idempotency-Key", idempotencyKey)
-	req.Header.Set("Accept", "application/json")
-	req.Header.Set("User-Agent", c.cfg.UserAgent)
-
-	resp, err := c.client.Do(req)
 	if err != nil {
-		return Response{}, fail(c.classify(parent, ctx, err), stripURL(err))
+		if parent.Err() != nil {
+			return Response{}, nil, "", fail(KindCanceled, err)
+		}
+		return Response{}, nil, "", fail(KindConnection, err)
 	}
-	defer resp.Body.Close()
-
-	out := Response{Status: resp.StatusCode, Header: resp.Header}
-	out.RetryAfter, out.HasRetryAfter = ParseRetryAfter(resp.Header.Get("Retry-After"), time.Now())
-	switch strings.ToLower(strings.TrimSpace(resp.Header.Get("Stripe-Should-Retry"))) {
-	case "true":
-		out.ShouldRetry = new(true)
-	case "false":
-		out.ShouldRetry = new(false)
+	if tokResp != nil {
+		// The token endpoint refused the client credentials.
+		return *tokResp, []byte(tokResp.BodyExcerpt), "", nil
 	}
 
-	ok := resp.StatusCode >= 200 && resp.StatusCode < 300
-	if !ok {
+	hresp, err := c.client.Do(req)
+	if err != nil {
+		return Response{}, nil, used, fail(c.classify(parent, ctx, err), stripURL(err))
+	}
+	defer hresp.Body.Close()
+
+	h := c.profile.Hints
+	out := Response{Status: hresp.StatusCode, Header: hresp.Header}
+	out.RetryAfter, out.HasRetryAfter = ParseRetryAfter(hresp.Header.Get(h.RetryAfter), time.Now())
+	if h.ShouldRetry != "" {
+		switch strings.ToLower(strings.TrimSpace(hresp.Header.Get(h.ShouldRetry))) {
+		case "true":
+			out.ShouldRetry = new(true)
+		case "false":
+			out.ShouldRetry = new(false)
+		}
+	}
+	if h.Remaining != "" || h.Reset != "" || h.Limit != "" {
+		out.Header = renameHints(hresp.Header, h)
+	}
+
+	ok := hresp.StatusCode >= 200 && hresp.StatusCode < 300
+	if !ok && !c.profile.NeedsBody() && ex == nil {
 		// Only an excerpt matters; drain a bounded amount so that the
 		// connection can be reused, then let Close drop the rest.
 		buf := make([]byte, ExcerptSize)
-		n, err := io.ReadFull(resp.Body, buf)
+		n, err := io.ReadFull(hresp.Body, buf)
 		out.BodyExcerpt = excerpt(buf[:n])
 		if err == nil {
-			_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, c.cfg.MaxBody))
+			_, _ = io.Copy(io.Discard, io.LimitReader(hresp.Body, c.cfg.MaxBody))
 		}
-		return out, nil
+		c.classifyAnswer(&out, buf[:n])
+		return out, buf[:n], used, nil
 	}
 
-	body, err := io.ReadAll(io.LimitReader(resp.Body, c.cfg.MaxBody+1))
+	body, err = io.ReadAll(io.LimitReader(hresp.Body, c.cfg.MaxBody+1))
 	out.BodyExcerpt = excerpt(body)
 	if err != nil {
-		return out, fail(c.classify(parent, ctx, err), fmt.Errorf("read body: %w", stripURL(err)))
+		if !ok {
+			return out, body, used, nil
+		}
+		return out, body, used, fail(c.classify(parent, ctx, err), fmt.Errorf("read body: %w", stripURL(err)))
 	}
 	if int64(len(body)) > c.cfg.MaxBody {
-		return out, fail(KindBodyTooLarge, fmt.Errorf("body exceeds %d bytes", c.cfg.MaxBody))
+		body = body[:c.cfg.MaxBody]
+		if !ok {
+			c.classifyAnswer(&out, body)
+			return out, body, used, nil
+		}
+		return out, body, used, fail(KindBodyTooLarge, fmt.Errorf("body exceeds %d bytes", c.cfg.MaxBody))
 	}
-	rec, err := parseRecord(body)
-	if err != nil {
-		return out, fail(KindBadBody, err)
+	if c.classifyAnswer(&out, body); !ok || out.Class != 0 {
+		return out, body, used, nil
 	}
-	if rec.ID != transactionID {
-		return out, fail(KindBadBody, fmt.Errorf("body is for transaction %q", rec.ID))
+	rec, err := c.profile.Extract(body)
+	var unmapped *profile.UnmappedStatusError
+	switch {
+	case errors.As(err, &unmapped):
+		out.ProviderStatus = rec.ProviderStatus
+		out.Record = Record{ID: rec.ID, AmountMinor: rec.AmountMinor, Currency: rec.Currency}
+		return out, body, used, fail(KindUnmappedStatus, err)
+	case err != nil:
+		return out, body, used, fail(KindBadBody, fmt.Errorf("decode body: %w", err))
+	case rec.ID != transactionID:
+		return out, body, used, fail(KindBadBody, fmt.Errorf("body is for transaction %q", rec.ID))
 	}
-	out.Record = rec
-	return out, nil
+	out.Record = Record{ID: rec.ID, AmountMinor: rec.AmountMinor, Currency: rec.Currency, Status: rec.Status}
+	out.ProviderStatus = rec.ProviderStatus
+	return out, body, used, nil
+}
+
+// classifyAnswer applies the profile's error rules.
+func (c *Client) classifyAnswer(out *Response, body []byte) {
+	if r := c.profile.Classify(out.Status, body); r != nil {
+		out.Class, out.Reason = r.Class, r.Reason
+	}
+}
+
+// renameHints returns a copy of h with the profile's rate-limit headers
+// also under the names the limiter reads (X-RateLimit-*).
+func renameHints(h http.Header, hints profile.Hints) http.Header {
+	out := h.Clone()
+	for _, m := range []struct{ from, to string }{{hints.Remaining, "X-RateLimit-Remaining"}, {hints.Reset, "X-RateLimit-Reset"},
+		{hints.Limit, "X-RateLimit-Limit"}} {
+		if v := h.Values(m.from); m.from != "" && len(v) > 0 {
+			out[http.CanonicalHeaderKey(m.to)] = v
+		}
+	}
+	return out
 }
 
 // classify tells a timeout of the call from the caller giving up and from
@@ -354,46 +476,6 @@ func stripURL(err error) error {
 		return ue.Err
 	}
 	return err
-}
-
-// parseRecord decodes a record, requiring all four fields; unknown fields are
-// ignored.
-func parseRecord(body []byte) (Record, error) {
-	var raw struct {
-		ID          *string      `json:"id"`
-		AmountMinor *json.Number `json:"amount_minor"`
-		Currency    *string      `json:"currency"`
-		Status      *string      `json:"status"`
-	}
-	dec := json.NewDecoder(bytes.NewReader(body))
-	dec.UseNumber()
-	if err := dec.Decode(&raw); err != nil {
-		return Record{}, fmt.Errorf("decode body: %w", err)
-	}
-	if dec.More() {
-		return Record{}, errors.New("decode body: trailing data after the record")
-	}
-	var missing []string
-	if raw.ID == nil || *raw.ID == "" {
-		missing = append(missing, "id")
-	}
-	if raw.AmountMinor == nil {
-		missing = append(missing, "amount_minor")
-	}
-	if raw.Currency == nil || *raw.Currency == "" {
-		missing = append(missing, "currency")
-	}
-	if raw.Status == nil || *raw.Status == "" {
-		missing = append(missing, "status")
-	}
-	if len(missing) > 0 {
-		return Record{}, fmt.Errorf("decode body: missing %s", strings.Join(missing, ", "))
-	}
-	amount, err := strconv.ParseInt(raw.AmountMinor.String(), 10, 64)
-	if err != nil {
-		return Record{}, fmt.Errorf("decode body: amount_minor %s is not an integer", raw.AmountMinor.String())
-	}
-	return Record{ID: *raw.ID, AmountMinor: amount, Currency: *raw.Currency, Status: *raw.Status}, nil
 }
 
 // excerpt returns up to ExcerptSize bytes of b, cut at a rune boundary, with

@@ -1,0 +1,99 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/reconcile/reconcile/internal/provider"
+	"github.com/reconcile/reconcile/internal/providersim"
+)
+
+func TestProviderProfiles(t *testing.T) {
+	t.Parallel()
+	var out bytes.Buffer
+	e := &env{getenv: func(string) string { return "" }, stdout: &out, stderr: &out}
+	if err := cmdProvider(context.Background(), e, []string{"profiles"}); err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"reconcile (default)", "stripe", "https://api.stripe.com", "oauth2_client_credentials",
+		"RECONCILE_PROVIDER_CLIENT_ID,RECONCILE_PROVIDER_CLIENT_SECRET", "square"} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("profiles output lacks %q:\n%s", want, out.String())
+		}
+	}
+}
+
+// TestProviderCheckRedacts: `provider check` prints the request, the answer,
+// the record and the decision, and never a secret: not the bearer token,
+// not the OAuth2 client secret, not the access token.
+func TestProviderCheckRedacts(t *testing.T) {
+	t.Parallel()
+	const token, secret = "sk_live_Bearer-s3cret", "cs_Client-s3cret"
+	sim, err := providersim.New(providersim.Config{Records: []provider.Record{{ID: "tx_1", AmountMinor: 1099, Currency: "USD", Status: "succeeded"}},
+		Token: token})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		shape providersim.Shape
+		want  []string
+	}{
+		{providersim.ShapeStripe, []string{"/v1/payment_intents/tx_1", "Authorization: Bearer [redacted]", "Stripe-Version: 2024-06-20",
+			`"status":"succeeded"`, `{"id":"tx_1","amount_minor":1099,"currency":"USD","status":"succeeded"} (provider status "succeeded")`,
+			"decision: ack mismatched (reason mismatched)", "amount_minor: expected 1000, provider 1099"}},
+		{providersim.ShapePayPal, []string{"/v2/payments/captures/tx_1", "Authorization: Bearer [redacted]", `"value":"10.99"`,
+			`(provider status "COMPLETED")`, "decision: ack mismatched"}},
+	} {
+		h, err := providersim.Shaped(sim, tc.shape, providersim.ShapeConfig{ClientID: "cid", ClientSecret: secret})
+		if err != nil {
+			t.Fatal(err)
+		}
+		srv := httptest.NewServer(h)
+		var out, errOut bytes.Buffer
+		e := &env{getenv: func(k string) string {
+			return map[string]string{"RECONCILE_PROVIDER_TOKEN": token, "RECONCILE_PROVIDER_CLIENT_ID": "cid",
+				"RECONCILE_PROVIDER_CLIENT_SECRET": secret, "RECONCILE_PROVIDER_URL": srv.URL}[k]
+		}, stdout: &out, stderr: &errOut}
+		err = cmdProvider(context.Background(), e, []string{"check", "--profile", tc.shape.String(), "--id", "tx_1", "--expect-amount", "1000"})
+		srv.Close()
+		if err != nil {
+			t.Fatalf("%s: %v", tc.shape, err)
+		}
+		all := out.String() + errOut.String()
+		for _, w := range tc.want {
+			if !strings.Contains(all, w) {
+				t.Errorf("%s: output lacks %q:\n%s", tc.shape, w, all)
+			}
+		}
+		for _, s := range []string{token, secret, "A21AA"} {
+			if strings.Contains(all, s) {
+				t.Errorf("%s: secret %q printed:\n%s", tc.shape, s, all)
+			}
+		}
+	}
+}
+
+func TestConsumeBadProfile(t *testing.T) {
+	t.Parallel()
+	e, _, _ := testEnv(t)
+	bad := filepath.Join("..", "..", "testdata", "profiles", "bad", "unknown-auth.json")
+	err := cmdConsume(context.Background(), e, []string{"--profile", bad, "--provider-url", "http://127.0.0.1:1", "--log-level", "error"})
+	var msg bytes.Buffer
+	if code := exitCode(err, &msg); code != 2 || !strings.Contains(msg.String(), bad+`:5: auth.type: unknown "api_key"`) {
+		t.Errorf("exit %d: %s", code, msg.String())
+	}
+	// A profile needing a credential that is not set names the variable.
+	if _, err := os.Stat(bad); err != nil {
+		t.Fatal(err)
+	}
+	err = cmdConsume(context.Background(), e, []string{"--profile", "stripe", "--log-level", "error"})
+	msg.Reset()
+	if code := exitCode(err, &msg); code != 2 || !strings.Contains(msg.String(), "needs a bearer token: set RECONCILE_PROVIDER_TOKEN") {
+		t.Errorf("exit %d: %s", code, msg.String())
+	}
+}

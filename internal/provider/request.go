@@ -1,0 +1,91 @@
+package provider
+
+import (
+	"context"
+	"net/http"
+	"net/url"
+	"strings"
+
+	"github.com/reconcile/reconcile/internal/profile"
+)
+
+// newRequest builds the profile's lookup request for one transaction,
+// without credentials.
+func (c *Client) newRequest(ctx context.Context, id, idempotencyKey string) (*http.Request, error) {
+	pr := &c.profile.Request
+	target := c.base + strings.ReplaceAll(pr.Path, "{id}", url.PathEscape(id))
+	if len(pr.Query) > 0 {
+		q := make(url.Values, len(pr.Query))
+		for _, p := range pr.Query {
+			q.Add(p.Name, strings.ReplaceAll(p.Value, "{id}", id))
+		}
+		target += "?" + q.Encode()
+	}
+	var body *strings.Reader
+	if pr.Body != "" {
+		body = strings.NewReader(strings.ReplaceAll(pr.Body, "{id}", jsonEscape(id)))
+	}
+	var req *http.Request
+	var err error
+	if body != nil {
+		req, err = http.NewRequestWithContext(ctx, pr.Method, target, body)
+	} else {
+		req, err = http.NewRequestWithContext(ctx, pr.Method, target, nil)
+	}
+	if err != nil {
+		return nil, err
+	}
+	for _, h := range pr.Headers {
+		req.Header.Set(h.Name, h.Value)
+	}
+	if body != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	if pr.IdempotencyHeader != "" {
+		req.Header.Set(pr.IdempotencyHeader, idempotencyKey)
+	}
+	req.Header.Set("Accept", "application/json")
+	req.Header.Set("User-Agent", c.cfg.UserAgent)
+	return req, nil
+}
+
+// jsonEscape returns id escaped for the inside of a JSON string.
+func jsonEscape(id string) string {
+	var b strings.Builder
+	for _, r := range id {
+		switch {
+		case r == '"' || r == '\\':
+			b.WriteByte('\\')
+			b.WriteRune(r)
+		case r < 0x20:
+			b.WriteString(`\u00`)
+			b.WriteByte("0123456789abcdef"[r>>4])
+			b.WriteByte("0123456789abcdef"[r&0xf])
+		default:
+			b.WriteRune(r)
+		}
+	}
+	return b.String()
+}
+
+// authorize adds the profile's credentials to req. used is the OAuth2
+// access token sent (for a refresh after a 401). refused, when not nil, is
+// the answer to give: the token endpoint refused the client credentials.
+func (c *Client) authorize(ctx context.Context, req *http.Request) (used string, refused *Response, err error) {
+	switch c.profile.Auth.Type {
+	case profile.AuthBearer:
+		if c.cfg.Token != "" {
+			req.Header.Set("Authorization", "Bearer "+c.cfg.Token.Reveal())
+		}
+	case profile.AuthBasic:
+		req.SetBasicAuth(c.cfg.Username.Reveal(), c.cfg.Password.Reveal())
+	case profile.AuthOAuth2ClientCredentials:
+		tok, refused, err := c.oauth.token(ctx)
+		if err != nil || refused != nil {
+			return "", refused, err
+		}
+		req.Header.Set("Authorization", "Bearer "+tok)
+		return tok, nil, nil
+	}
+	return "", nil, nil
+}
