@@ -129,6 +129,7 @@ Exits 1 if any outcome differs from the ground truth.
 	seed := fs.Uint64("seed", 1, "seed of the generated day and of the provider's faults")
 	date := fs.String("date", "", "business date of the generated day, YYYY-MM-DD (default yesterday, UTC)")
 	keep := fs.Bool("keep", false, "leave the database running and print how to query it")
+	ui := fs.Bool("ui", false, "with --keep: then serve the web console on a loopback address until interrupted")
 	concurrency := fs.Int("concurrency", 16, "workers calling the provider at once")
 	progressMode := fs.String("progress", "auto", "progress: bar, log, off, or auto (bar when stderr is a terminal)")
 	if err := parseFlags(fs, args); err != nil {
@@ -148,8 +149,11 @@ Exits 1 if any outcome differs from the ground truth.
 	if err != nil {
 		return err
 	}
+	if *ui && !*keep {
+		return usageErrorf("demo: --ui needs --keep (the console shows the kept database)")
+	}
 	res, err := runDemo(ctx, e, logger, demoOptions{items: *items, seed: *seed, date: d, keep: *keep,
-		concurrency: *concurrency, progress: *progressMode})
+		concurrency: *concurrency, progress: *progressMode, ui: *ui})
 	if err != nil {
 		return err
 	}
@@ -166,6 +170,7 @@ type demoOptions struct {
 	keep        bool
 	concurrency int
 	progress    string
+	ui          bool
 }
 
 func runDemo(ctx context.Context, e *env, logger *slog.Logger, o demoOptions) (demoResult, error) {
@@ -322,6 +327,9 @@ func runDemo(ctx context.Context, e *env, logger *slog.Logger, o demoOptions) (d
 		printQueries(w, fmt.Sprintf("psql -h %s -U postgres reconcile", dir), example)
 		fmt.Fprintf(w, "\nOther commands use it with DATABASE_URL='host=%s user=postgres dbname=reconcile sslmode=disable'.\n", dir)
 		fmt.Fprintf(w, "When done: %s && rm -rf %s\n", stopCommand(dir), dir)
+	}
+	if o.ui {
+		return res, serveDemoConsole(ctx, e, logger, url)
 	}
 	return res, nil
 }

@@ -55,6 +55,7 @@ func commands() []command {
 		{"dlq", "list or redrive dead-lettered messages", cmdDLQ},
 		{"limit", "show or set the shared provider rate limit", cmdLimit},
 		{"audit", "verify the ledger's hash chains; grant auditor access", cmdAudit},
+		{"ui", "serve the web console for operators and auditors", cmdUI},
 		{"provider-sim", "run a simulated payment provider for trials", cmdProviderSim},
 		{"sample", "write a generated day of payments (for trials and benchmarks)", cmdSample},
 		{"version", "print the version", cmdVersion},
