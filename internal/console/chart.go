@@ -269,7 +269,7 @@ type svgTick struct {
 }
 
 func newSVGChart(tr traffic, limits []limitPoint) svgChart {
-	c := svgChart{Width: 900, Height: 280, Left: 56, Right: 16, Top: 16, Bottom: 36, Sampled: tr.Sampled}
+	c := svgChart{Width: 900, Height: 280, Left: 56, Right: 40, Top: 16, Bottom: 36, Sampled: tr.Sampled}
 	if len(tr.Points) == 0 {
 		c.Empty = true
 		return c

@@ -138,6 +138,9 @@ func fmtDuration(d time.Duration) string {
 	if d <= 0 {
 		return "–"
 	}
+	if d < time.Second {
+		return d.Round(time.Millisecond).String()
+	}
 	if d < 10*time.Second {
 		return d.Round(100 * time.Millisecond).String()
 	}
