@@ -121,13 +121,11 @@ func selectDeadLetters(ctx context.Context, db interface {
 		ids = s.IDs
 	}
 	rows, err := db.Query(ctx, `
-		SELECT m.message_id FROM queue_messages m
-		  JOIN items i ON i.run_id = m.run_id AND i.transaction_id = m.transaction_id
-		  LEFT JOIN transitions t ON t.run_id = i.run_id AND t.transaction_id = i.transaction_id AND t.seq = i.history_len
-		 WHERE m.state = 'dead' AND m.run_id = $1
-		   AND ($2::bigint[] IS NULL OR m.message_id = ANY ($2))
-		   AND ($3 = '' OR coalesce(t.reason, m.reason, '') = $3)
-		 ORDER BY m.message_id`, runID, ids, s.Reason)
+		SELECT message_id FROM queue_messages
+		 WHERE state = 'dead' AND run_id = $1
+		   AND ($2::bigint[] IS NULL OR message_id = ANY ($2))
+		   AND ($3 = '' OR coalesce(reason, '') = $3)
+		 ORDER BY message_id`, runID, ids, s.Reason)
 	if err != nil {
 		return nil, fmt.Errorf("select dead letters of run %s: %w", runID, err)
 	}

@@ -297,16 +297,21 @@ type deadLetterData struct {
 
 // deadLetterQuery selects the dead letters of run $1 after message $2,
 // filtered by reason $3, account $4 and amount range $5..$6, with the
-// reason and detail of their dead-lettering transition.
+// detail of their dead-lettering transition. The reason is the message's
+// (the consumer gives queue and ledger the same word), so the walk along
+// the queue's dead-letter index filters it without a join; the item and its
+// last transition are looked up by key for each row the LIMIT still wants.
 const deadLetterQuery = `
-	SELECT m.message_id, i.transaction_id, i.account_id, i.amount_minor, i.currency, i.attempts, i.throttles,
-	       coalesce(t.reason, m.reason, ''), t.http_status,
+	SELECT m.message_id, m.transaction_id, i.account_id, i.amount_minor, i.currency, i.attempts, i.throttles,
+	       coalesce(m.reason, ''), t.http_status,
 	       coalesce(t.details ->> 'detail', t.details ->> 'error', m.last_error, ''), t.at
 	  FROM queue_messages m
-	  JOIN items i ON i.run_id = m.run_id AND i.transaction_id = m.transaction_id
-	  LEFT JOIN transitions t ON t.run_id = i.run_id AND t.transaction_id = i.transaction_id AND t.seq = i.history_len
+	 CROSS JOIN LATERAL (SELECT account_id, amount_minor, currency, attempts, throttles, history_len FROM items
+	                      WHERE run_id = m.run_id AND transaction_id = m.transaction_id) i
+	  LEFT JOIN LATERAL (SELECT http_status, details, at FROM transitions
+	                      WHERE run_id = m.run_id AND transaction_id = m.transaction_id AND seq = i.history_len) t ON true
 	 WHERE m.state = 'dead' AND m.run_id = $1 AND m.message_id > $2
-	   AND ($3 = '' OR coalesce(t.reason, m.reason, '') = $3)
+	   AND ($3 = '' OR coalesce(m.reason, '') = $3)
 	   AND ($4 = '' OR i.account_id = $4)
 	   AND ($5::bigint IS NULL OR i.amount_minor >= $5)
 	   AND ($6::bigint IS NULL OR i.amount_minor <= $6)
@@ -350,15 +355,12 @@ func messageCursor(s string) (int64, error) {
 	return n, nil
 }
 
-// loadReasonGroups counts a run's dead letters by reason, reading at most
-// limit+1 of them.
+// loadReasonGroups counts a run's dead letters by reason along the queue's
+// dead-letter index, reading at most limit+1 of them.
 func loadReasonGroups(ctx context.Context, rd *reader, runID uuid.UUID, limit int) ([]reasonGroup, capped, error) {
 	rows, err := rd.Query(ctx, `
-		SELECT coalesce(t.reason, m.reason, ''), count(*)
-		  FROM (SELECT run_id, transaction_id, reason FROM queue_messages
-		         WHERE state = 'dead' AND run_id = $1 LIMIT $2) m
-		  JOIN items i ON i.run_id = m.run_id AND i.transaction_id = m.transaction_id
-		  LEFT JOIN transitions t ON t.run_id = i.run_id AND t.transaction_id = i.transaction_id AND t.seq = i.history_len
+		SELECT coalesce(reason, ''), count(*)
+		  FROM (SELECT reason FROM queue_messages WHERE state = 'dead' AND run_id = $1 LIMIT $2) m
 		 GROUP BY 1 ORDER BY 2 DESC, 1`, runID, limit+1)
 	if err != nil {
 		return nil, capped{}, fmt.Errorf("group dead letters of run %s: %w", runID, err)
