@@ -396,3 +396,31 @@ func errString(err error) string {
 	}
 	return err.Error()
 }
+
+func TestTransactionPageShowsABrokenLink(t *testing.T) {
+	t.Parallel()
+	b := setup(t, htpasswd(t))
+	bob := b.login(t, "bob")
+	page := "/runs/" + b.runID.String() + "/tx/tx_b"
+	if body := b.do(t, "GET", page, bob, nil).Body.String(); !strings.Contains(body, "Hash chain verified: 1 transitions") {
+		t.Fatalf("untouched chain not verified:\n%s", body)
+	}
+	ctx := context.Background()
+	err := pgx.BeginFunc(ctx, b.pool, func(tx pgx.Tx) error {
+		if _, err := tx.Exec(ctx, `ALTER TABLE transitions DISABLE TRIGGER USER`); err != nil {
+			return err
+		}
+		if _, err := tx.Exec(ctx, `UPDATE transitions SET reason = 'matched' WHERE run_id = $1 AND transaction_id = 'tx_b'`, b.runID); err != nil {
+			return err
+		}
+		_, err := tx.Exec(ctx, `ALTER TABLE transitions ENABLE TRIGGER USER`)
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	body := b.do(t, "GET", page, bob, nil).Body.String()
+	if !strings.Contains(body, "Hash chain broken at seq 1 (hash)") || !strings.Contains(body, `<tr class="broken">`) {
+		t.Errorf("tampered chain not shown as broken:\n%s", body)
+	}
+}
