@@ -149,6 +149,7 @@ enqueue of any date is never taken for done.`,
 	seed := fs.Uint64("seed", 1, "seed of the generated day and of the provider's faults")
 	date := fs.String("date", "", "business date of the generated day, YYYY-MM-DD (default yesterday, UTC)")
 	keep := fs.Bool("keep", false, "leave the database running and print how to query it")
+	ui := fs.Bool("ui", false, "with --keep: then serve the web console on a loopback address until interrupted")
 	concurrency := fs.Int("concurrency", 16, "workers calling the provider at once")
 	progressMode := fs.String("progress", "auto", "progress: bar, log, off, or auto (bar when stderr is a terminal)")
 	databaseURL := fs.String("database-url", "", "run on this database instead of a throwaway one (runs named demo-…)")
@@ -179,8 +180,11 @@ enqueue of any date is never taken for done.`,
 	if err != nil {
 		return err
 	}
+	if *ui && !*keep {
+		return usageErrorf("demo: --ui needs --keep (the console shows the kept database)")
+	}
 	res, err := runDemo(ctx, e, logger, demoOptions{items: *items, seed: *seed, date: d, keep: *keep,
-		concurrency: *concurrency, progress: *progressMode, databaseURL: *databaseURL, shape: shape})
+		concurrency: *concurrency, progress: *progressMode, databaseURL: *databaseURL, shape: shape, ui: *ui})
 	if err != nil {
 		return err
 	}
@@ -199,6 +203,7 @@ type demoOptions struct {
 	progress    string
 	databaseURL string // empty: a throwaway cluster
 	shape       providersim.Shape
+	ui          bool
 }
 
 // sharedDemoDate is the business date of the demo's day on a database given
@@ -384,6 +389,9 @@ func runDemo(ctx context.Context, e *env, logger *slog.Logger, o demoOptions) (d
 		printQueries(w, fmt.Sprintf("psql -h %s -U postgres reconcile", dir), example)
 		fmt.Fprintf(w, "\nOther commands use it with DATABASE_URL='host=%s user=postgres dbname=reconcile sslmode=disable'.\n", dir)
 		fmt.Fprintf(w, "When done: %s && rm -rf %s\n", stopCommand(dir), dir)
+	}
+	if o.ui {
+		return res, serveDemoConsole(ctx, e, logger, url)
 	}
 	return res, nil
 }

@@ -56,6 +56,7 @@ func commands() []command {
 		{"limit", "show or set the shared provider rate limit", cmdLimit},
 		{"audit", "verify the ledger's hash chains; grant auditor access", cmdAudit},
 		{"provider", "list provider profiles; check one against the provider with one call", cmdProvider},
+		{"ui", "serve the web console for operators and auditors", cmdUI},
 		{"provider-sim", "run a simulated payment provider for trials", cmdProviderSim},
 		{"sample", "write a generated day of payments (for trials and benchmarks)", cmdSample},
 		{"version", "print the version", cmdVersion},

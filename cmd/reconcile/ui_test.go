@@ -1,0 +1,55 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"golang.org/x/crypto/bcrypt"
+)
+
+// TestUIRefusesToStartWithoutAuthentication checks that `reconcile ui`
+// exits 2, before touching a database, unless it has an authentication or
+// is told, on a loopback address, to go without.
+func TestUIRefusesToStartWithoutAuthentication(t *testing.T) {
+	t.Parallel()
+	md5 := filepath.Join(t.TempDir(), "htpasswd")
+	if err := os.WriteFile(md5, []byte("alice:$apr1$x$y\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	good := filepath.Join(t.TempDir(), "htpasswd")
+	hash, _ := bcrypt.GenerateFromPassword([]byte("pw"), bcrypt.MinCost)
+	if err := os.WriteFile(good, []byte("alice:"+string(hash)+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"ui"}, "no authentication"},
+		{[]string{"ui", "--addr", ":8080", "--insecure-local"}, "loopback"},
+		{[]string{"ui", "--addr", "0.0.0.0:8080", "--insecure-local"}, "loopback"},
+		{[]string{"ui", "--auth-header", "X-Forwarded-User"}, "--trusted-proxies"},
+		{[]string{"ui", "--auth-header", "X-Forwarded-User", "--trusted-proxies", "10.0.0.0/33"}, "CIDRs"},
+		{[]string{"ui", "--users", md5}, md5 + ":1"},
+		{[]string{"ui", "--users", good, "--insecure-local"}, "one of"},
+		{[]string{"ui", "--users", good}, "no database configured"},
+	} {
+		var stdout, stderr bytes.Buffer
+		// No database is configured: reaching the connection would fail
+		// with another error.
+		err := run(context.Background(), tc.args, func(string) string { return "" }, strings.NewReader(""), &stdout, &stderr)
+		if !errors.Is(err, errUsage) || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("reconcile %s: error %v, want a usage error naming %q", strings.Join(tc.args, " "), err, tc.want)
+		}
+	}
+	for _, addr := range []string{"127.0.0.1:8080", "[::1]:8080", "localhost:0"} {
+		if !loopback(addr) {
+			t.Errorf("loopback(%q) = false", addr)
+		}
+	}
+}

@@ -1,0 +1,112 @@
+package audit
+
+import (
+	"context"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+)
+
+// ErrNoItem is returned by VerifyItem for an item that does not exist.
+var ErrNoItem = errors.New("no such item")
+
+// Link is one transition of an item's chain as VerifyItem found it.
+type Link struct {
+	Seq        int       `json:"seq"`
+	From       string    `json:"from_state"`
+	To         string    `json:"to_state"`
+	At         time.Time `json:"at"`
+	Attempt    int       `json:"attempt"`
+	HTTPStatus *int      `json:"http_status"`
+	Reason     string    `json:"reason"`
+	// RetryAfterMS is the delay chosen before the next attempt, for retries.
+	RetryAfterMS *int64 `json:"retry_after_ms"`
+	// Details is the transition's JSON details as stored; empty for none.
+	Details string `json:"details"`
+	Actor   string `json:"actor"`
+	// PrevHash and Hash are the stored hashes, hex.
+	PrevHash string `json:"prev_hash"`
+	Hash     string `json:"hash"`
+	// OK is true when the stored prev_hash is the previous row's recomputed
+	// hash and the stored hash is the recomputed hash of this row.
+	OK bool `json:"ok"`
+}
+
+// ItemChain is the verified history of one item.
+type ItemChain struct {
+	RunID         uuid.UUID `json:"run_id"`
+	TransactionID string    `json:"transaction_id"`
+	Links         []Link    `json:"links"`
+	// Break is the first thing found wrong with the chain (the same checks
+	// Verify makes, head and length against the item row included); nil
+	// when it verified.
+	Break *Break `json:"break"`
+}
+
+// OK reports whether the chain verified.
+func (c ItemChain) OK() bool { return c.Break == nil }
+
+// Querier runs queries: a pgx.Tx, *pgx.Conn or *pgxpool.Pool.
+type Querier interface {
+	Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error)
+	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
+}
+
+// VerifyItem reads one item's transitions with db (best a read-only
+// transaction, so both reads see one snapshot) and
+// recomputes their chain with the same code as Verify, so a page can show a
+// single transaction's history with each link checked. It returns ErrNoItem
+// when the item does not exist.
+func VerifyItem(ctx context.Context, db Querier, runID uuid.UUID, transactionID string) (ItemChain, error) {
+	out := ItemChain{RunID: runID, TransactionID: transactionID, Links: []Link{}}
+	var item itemRow
+	err := db.QueryRow(ctx, `SELECT run_id, transaction_id, state, history_len, history_head
+		  FROM items WHERE run_id = $1 AND transaction_id = $2`, runID, transactionID).
+		Scan(&item.runID, &item.transactionID, &item.state, &item.historyLen, &item.historyHead)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return out, fmt.Errorf("verify item %s of run %s: %w", transactionID, runID, ErrNoItem)
+	}
+	if err != nil {
+		return out, fmt.Errorf("verify item %s of run %s: %w", transactionID, runID, err)
+	}
+	rows, err := db.Query(ctx, `
+		SELECT seq, from_state, to_state, (extract(epoch FROM at) * 1000000)::bigint,
+		       attempt, http_status, reason, retry_after_ms, details::text, actor, prev_hash, hash
+		  FROM transitions WHERE run_id = $1 AND transaction_id = $2 ORDER BY seq`, runID, transactionID)
+	if err != nil {
+		return out, fmt.Errorf("read transitions of %s: %w", transactionID, err)
+	}
+	defer rows.Close()
+	var (
+		c       chain
+		row     transitionRow
+		payload []byte
+	)
+	c.start(item)
+	for rows.Next() {
+		if err := rows.Scan(&row.seq, &row.fromState, &row.toState, &row.atMicros, &row.attempt, &row.httpStatus,
+			&row.reason, &row.retryAfterMS, &row.details, &row.actor, &row.prevHash, &row.hash); err != nil {
+			return out, fmt.Errorf("read transitions of %s: %w", transactionID, err)
+		}
+		before := c.broken
+		payload = row.appendPayload(payload[:0], item)
+		c.add(&row, payload)
+		l := Link{Seq: *row.seq, From: deref(row.fromState), To: deref(row.toState),
+			At: time.UnixMicro(derefInt(row.atMicros)), Attempt: derefInt(row.attempt), HTTPStatus: row.httpStatus,
+			Reason: deref(row.reason), RetryAfterMS: row.retryAfterMS, Details: deref(row.details),
+			Actor: deref(row.actor), PrevHash: hex.EncodeToString(row.prevHash), Hash: hex.EncodeToString(row.hash)}
+		l.OK = before == nil && c.broken == nil
+		out.Links = append(out.Links, l)
+	}
+	if err := rows.Err(); err != nil {
+		return out, fmt.Errorf("read transitions of %s: %w", transactionID, err)
+	}
+	if b, ok := c.finish(); !ok {
+		out.Break = &b
+	}
+	return out, nil
+}

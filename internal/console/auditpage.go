@@ -1,0 +1,237 @@
+package console
+
+import (
+	"archive/zip"
+	"context"
+	"crypto/sha256"
+	"encoding/csv"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"hash"
+	"io"
+	"net/http"
+	"strconv"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+
+	"github.com/reconcile/reconcile/internal/audit"
+	"github.com/reconcile/reconcile/internal/payments"
+	"github.com/reconcile/reconcile/internal/report"
+)
+
+type auditData struct {
+	RunID  string
+	Date   string
+	Recent []runRow
+	// Report is set once a verification ran.
+	Report  *audit.Report
+	Elapsed time.Duration
+}
+
+// auditPage verifies the hash chains of a run (run=ID) or of a date's runs
+// (date=YYYY-MM-DD) with audit.Verify, and shows each run's digest.
+// Without either it shows the form and the latest runs.
+func (h *Handler) auditPage(w http.ResponseWriter, r *http.Request, u User) error {
+	q := r.URL.Query()
+	d := auditData{RunID: q.Get("run"), Date: q.Get("date")}
+	var f audit.Filter
+	if d.RunID != "" {
+		id, err := uuid.Parse(d.RunID)
+		if err != nil {
+			return badRequest("run=%q: not a run id", d.RunID)
+		}
+		f.RunID = &id
+	}
+	if d.Date != "" {
+		t, err := time.Parse(time.DateOnly, d.Date)
+		if err != nil {
+			return badRequest("date=%q: want YYYY-MM-DD", d.Date)
+		}
+		f.BusinessDate = &t
+	}
+	if f.RunID == nil && f.BusinessDate == nil {
+		err := h.read(r.Context(), h.cfg.StatementTimeout, func(rd *reader) error {
+			rows, err := rd.Query(r.Context(), `SELECT `+runColumns+`
+				 ORDER BY r.business_date DESC, r.generation DESC LIMIT 10`)
+			if err != nil {
+				return fmt.Errorf("list runs: %w", err)
+			}
+			d.Recent, err = pgx.CollectRows(rows, func(row pgx.CollectableRow) (runRow, error) { return scanRun(row) })
+			return err
+		})
+		if err != nil {
+			return err
+		}
+		h.render(w, r, http.StatusOK, "audit", view{Title: "Audit", User: &u, Data: d})
+		return nil
+	}
+	ctx, cancel := context.WithTimeout(r.Context(), h.cfg.ExportTimeout)
+	defer cancel()
+	start := time.Now()
+	rep, err := audit.Verify(ctx, h.cfg.Pool, f)
+	if err != nil {
+		return err
+	}
+	d.Report, d.Elapsed = &rep, time.Since(start)
+	statsOf(r.Context()).queries += 3 // Verify: begin, runs, transitions
+	h.render(w, r, http.StatusOK, "audit", view{Title: "Audit", User: &u, Data: d})
+	return nil
+}
+
+// bundleFormat identifies the layout of an audit bundle's manifest.
+const bundleFormat = "reconcile-audit-bundle/v1"
+
+// bundleFile is one file of a bundle as its manifest lists it.
+type bundleFile struct {
+	Name   string `json:"name"`
+	Bytes  int64  `json:"bytes"`
+	SHA256 string `json:"sha256"`
+}
+
+// bundleManifest is manifest.json of a bundle.
+type bundleManifest struct {
+	Format           string       `json:"format"`
+	RunID            uuid.UUID    `json:"run_id"`
+	ReconciliationID string       `json:"reconciliation_id"`
+	CreatedAt        time.Time    `json:"created_at"`
+	CreatedBy        string       `json:"created_by"`
+	Verified         bool         `json:"verified"`
+	Digest           string       `json:"digest"`
+	Files            []bundleFile `json:"files"`
+}
+
+// auditBundle streams a zip of one run: the report (JSON and CSV, every
+// item included), every transition as CSV, the verification result, a
+// manifest with each file's SHA-256 and a SHA256SUMS file for sha256sum -c.
+// The report and transitions are one snapshot; the verification is its own.
+func (h *Handler) auditBundle(w http.ResponseWriter, r *http.Request, u User) error {
+	id, err := uuid.Parse(r.URL.Query().Get("run"))
+	if err != nil {
+		return badRequest("run=%q: not a run id", r.URL.Query().Get("run"))
+	}
+	ctx, cancel := context.WithTimeout(r.Context(), h.cfg.ExportTimeout)
+	defer cancel()
+	ver, err := audit.Verify(ctx, h.cfg.Pool, audit.Filter{RunID: &id})
+	if err != nil {
+		return err
+	}
+	if len(ver.Runs) == 0 {
+		return notFound("no run %s", id)
+	}
+	run := ver.Runs[0]
+	date, err := payments.ParseDate(run.BusinessDate)
+	if err != nil {
+		return fmt.Errorf("bundle run %s: %w", id, err)
+	}
+	m := bundleManifest{Format: bundleFormat, RunID: id, ReconciliationID: run.ReconciliationID,
+		CreatedAt: h.cfg.Now().UTC(), CreatedBy: u.Actor(), Verified: ver.OK(), Digest: run.Digest}
+	w.Header().Set("Content-Type", "application/zip")
+	w.Header().Set("Content-Disposition", `attachment; filename="`+run.ReconciliationID+`-audit.zip"`)
+	zw := zip.NewWriter(w)
+	add := func(name string, write func(io.Writer) error) error {
+		fw, err := zw.Create(name)
+		if err != nil {
+			return err
+		}
+		hw := &hashWriter{w: fw, h: sha256.New()}
+		if err := write(hw); err != nil {
+			return fmt.Errorf("write %s: %w", name, err)
+		}
+		m.Files = append(m.Files, bundleFile{Name: name, Bytes: hw.n, SHA256: hex.EncodeToString(hw.h.Sum(nil))})
+		return nil
+	}
+	// Once the zip has started, an error can only cut it short: the
+	// missing manifest tells the reader.
+	err = h.read(ctx, h.cfg.ExportTimeout, func(rd *reader) error {
+		rep, err := report.Load(ctx, rd, report.Options{Date: date, Generation: run.Generation, All: true})
+		if err != nil {
+			return err
+		}
+		if err := add("report.json", rep.WriteJSON); err != nil {
+			return err
+		}
+		if err := add("report.csv", rep.WriteCSV); err != nil {
+			return err
+		}
+		return add("transitions.csv", func(w io.Writer) error { return writeTransitions(ctx, rd, id, w) })
+	})
+	if err == nil {
+		err = add("verify.json", func(w io.Writer) error { return json.NewEncoder(w).Encode(ver) })
+	}
+	if err == nil {
+		err = add("manifest.json", func(w io.Writer) error {
+			enc := json.NewEncoder(w)
+			enc.SetIndent("", "  ")
+			return enc.Encode(m)
+		})
+	}
+	if err == nil {
+		err = add("SHA256SUMS", func(w io.Writer) error {
+			for _, f := range m.Files {
+				if _, err := fmt.Fprintf(w, "%s  %s\n", f.SHA256, f.Name); err != nil {
+					return err
+				}
+			}
+			return nil
+		})
+	}
+	if err != nil {
+		h.cfg.Logger.Error("audit bundle cut short", "run_id", id, "err", err)
+		return nil
+	}
+	h.cfg.Logger.Info("audit bundle", "user", u.Name, "run_id", id, "verified", ver.OK(), "digest", run.Digest)
+	return zw.Close()
+}
+
+// transitionsHeader is the header row of a bundle's transitions.csv.
+var transitionsHeader = []string{"transition_id", "transaction_id", "seq", "from_state", "to_state", "at", "attempt",
+	"http_status", "reason", "retry_after_ms", "details", "actor", "prev_hash", "hash"}
+
+func writeTransitions(ctx context.Context, rd *reader, runID uuid.UUID, w io.Writer) error {
+	rows, err := rd.Query(ctx, `
+		SELECT transition_id, transaction_id, seq, from_state, to_state, at, attempt, http_status, reason,
+		       retry_after_ms, coalesce(details::text, ''), actor, coalesce(encode(prev_hash, 'hex'), ''), encode(hash, 'hex')
+		  FROM transitions WHERE run_id = $1 ORDER BY transition_id`, runID)
+	if err != nil {
+		return err
+	}
+	cw := csv.NewWriter(w)
+	_ = cw.Write(transitionsHeader)
+	var (
+		tid                                    int64
+		seq, attempt                           int
+		txID, from, to, reason, details, actor string
+		prev, hsh                              string
+		at                                     time.Time
+		status                                 *int
+		retry                                  *int64
+	)
+	_, err = pgx.ForEachRow(rows, []any{&tid, &txID, &seq, &from, &to, &at, &attempt, &status, &reason, &retry,
+		&details, &actor, &prev, &hsh}, func() error {
+		return cw.Write([]string{strconv.FormatInt(tid, 10), txID, strconv.Itoa(seq), from, to,
+			at.UTC().Format(time.RFC3339Nano), strconv.Itoa(attempt), fmtIntPtr(status), reason, int64Str(retry),
+			details, actor, prev, hsh})
+	})
+	if err != nil {
+		return err
+	}
+	cw.Flush()
+	return cw.Error()
+}
+
+// hashWriter hashes and counts what passes through it.
+type hashWriter struct {
+	w io.Writer
+	h hash.Hash
+	n int64
+}
+
+func (hw *hashWriter) Write(p []byte) (int, error) {
+	n, err := hw.w.Write(p)
+	hw.h.Write(p[:n])
+	hw.n += int64(n)
+	return n, err
+}

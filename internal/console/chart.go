@@ -1,0 +1,353 @@
+package console
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+)
+
+// A run's chart: provider traffic (calls/s, 429s/s, items done/s) from the
+// run's transitions, and the configured and effective limits from the
+// limiter. The two sources are read separately (loadTraffic, loadLimits) and
+// drawn together by newSVGChart, so a recorded limiter history replaces
+// loadLimits' body without touching the rest.
+
+// trafficPoint is a run's provider traffic around one instant, per second.
+type trafficPoint struct {
+	At        time.Time
+	Calls     float64
+	Throttles float64
+	Done      float64
+}
+
+// limitPoint is the limiter's state from At on: the effective rate in
+// force, the configured ceiling and why the rate became what it is.
+type limitPoint struct {
+	At         time.Time
+	Effective  float64
+	Configured float64
+	Cause      string
+}
+
+// traffic is the traffic part of a chart.
+type traffic struct {
+	Start, End time.Time
+	Points     []trafficPoint
+	// Sampled is true when the run was too large to read every transition
+	// and the rates were estimated from Probes windows.
+	Sampled bool
+	// Transitions is the span of the run's transition ids: its number of
+	// transitions when it ran alone, an upper bound otherwise.
+	Transitions int64
+}
+
+// Chart sizes: up to exactTransitions a run's transitions are all read and
+// binned into about chartBins bins; above, chartProbes windows of
+// probeWindow transitions each are read.
+const (
+	exactTransitions = 20_000
+	chartBins        = 120
+	chartProbes      = 120
+	probeWindow      = 50
+)
+
+// loadTraffic reads a run's traffic in a bounded number of rows: at most
+// exactTransitions, or chartProbes×probeWindow for larger runs. Between two
+// probes, the run's transitions are counted from the distance of their ids
+// (transition ids are the global insertion order) scaled by the share of
+// the window's ids that belong to the run, so another run recording at the
+// same time does not inflate the rate.
+func loadTraffic(ctx context.Context, rd *reader, runID uuid.UUID) (traffic, error) {
+	var tr traffic
+	var lo, hi int64
+	err := rd.QueryRow(ctx, `
+		SELECT lo.transition_id, lo.at, hi.transition_id, hi.at
+		  FROM (SELECT transition_id, at FROM transitions WHERE run_id = $1 ORDER BY transition_id LIMIT 1) lo,
+		       (SELECT transition_id, at FROM transitions WHERE run_id = $1 ORDER BY transition_id DESC LIMIT 1) hi`,
+		runID).Scan(&lo, &tr.Start, &hi, &tr.End)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return tr, nil
+	}
+	if err != nil {
+		return tr, fmt.Errorf("read transition span of run %s: %w", runID, err)
+	}
+	tr.Transitions = hi - lo + 1
+	if tr.Transitions <= exactTransitions {
+		return tr, binTraffic(ctx, rd, runID, &tr)
+	}
+	tr.Sampled = true
+	return tr, sampleTraffic(ctx, rd, runID, lo, hi, &tr)
+}
+
+// callFilter and the others classify transitions: a provider call is a
+// change out of an open state with an attempt number (a poison dead letter
+// made without a call is counted too; it is rare).
+const (
+	callFilter     = `attempt > 0 AND from_state IN ('queued', 'retry_scheduled')`
+	throttleFilter = `http_status = 429`
+	doneFilter     = `to_state IN ('matched', 'mismatched', 'missing', 'dead_lettered')`
+)
+
+func binTraffic(ctx context.Context, rd *reader, runID uuid.UUID, tr *traffic) error {
+	span := tr.End.Sub(tr.Start)
+	bin := max(time.Second, (span / chartBins).Round(time.Second))
+	rows, err := rd.Query(ctx, `
+		SELECT date_bin($2::interval, at, $3::timestamptz) AS b,
+		       count(*) FILTER (WHERE `+callFilter+`),
+		       count(*) FILTER (WHERE `+throttleFilter+`),
+		       count(*) FILTER (WHERE `+doneFilter+`)
+		  FROM transitions WHERE run_id = $1
+		 GROUP BY b ORDER BY b`, runID, bin, tr.Start)
+	if err != nil {
+		return fmt.Errorf("bin transitions of run %s: %w", runID, err)
+	}
+	var at time.Time
+	var calls, throttles, done int64
+	secs := bin.Seconds()
+	_, err = pgx.ForEachRow(rows, []any{&at, &calls, &throttles, &done}, func() error {
+		tr.Points = append(tr.Points, trafficPoint{At: at.Add(bin / 2), Calls: float64(calls) / secs,
+			Throttles: float64(throttles) / secs, Done: float64(done) / secs})
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("bin transitions of run %s: %w", runID, err)
+	}
+	return nil
+}
+
+// probe is one window of a sampled run.
+type probe struct {
+	firstID, lastID           int64
+	at                        time.Time
+	n, calls, throttles, done int
+}
+
+func sampleTraffic(ctx context.Context, rd *reader, runID uuid.UUID, lo, hi int64, tr *traffic) error {
+	step := max(1, (hi-lo)/chartProbes)
+	rows, err := rd.Query(ctx, `
+		SELECT p, t.transition_id, t.at, (`+callFilter+`), coalesce(`+throttleFilter+`, false), (`+doneFilter+`)
+		  FROM generate_series(0, $3::int - 1) p
+		 CROSS JOIN LATERAL (
+		       SELECT transition_id, at, attempt, from_state, to_state, http_status FROM transitions
+		        WHERE run_id = $1 AND transition_id >= $2::bigint + p * $4::bigint
+		        ORDER BY transition_id LIMIT $5) t
+		 ORDER BY p, t.transition_id`, runID, lo, chartProbes, step, probeWindow)
+	if err != nil {
+		return fmt.Errorf("sample transitions of run %s: %w", runID, err)
+	}
+	var probes []probe
+	var p int
+	var id int64
+	var at time.Time
+	var call, throttle, done bool
+	last, skip := -1, false
+	_, err = pgx.ForEachRow(rows, []any{&p, &id, &at, &call, &throttle, &done}, func() error {
+		if p != last {
+			last = p
+			// Where the run's ids are sparse, a probe can land inside the
+			// previous one's window: it adds nothing.
+			skip = len(probes) > 0 && id <= probes[len(probes)-1].lastID
+			if !skip {
+				probes = append(probes, probe{firstID: id, at: at})
+			}
+		}
+		if skip {
+			return nil
+		}
+		pr := &probes[len(probes)-1]
+		pr.lastID = id
+		pr.n++
+		pr.calls += b2i(call)
+		pr.throttles += b2i(throttle)
+		pr.done += b2i(done)
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("sample transitions of run %s: %w", runID, err)
+	}
+	for i := 0; i+1 < len(probes); i++ {
+		a, b := probes[i], probes[i+1]
+		dt := b.at.Sub(a.at).Seconds()
+		if dt <= 0.001 || a.n == 0 {
+			continue
+		}
+		density := float64(a.n) / float64(a.lastID-a.firstID+1)
+		rate := float64(b.firstID-a.firstID) * density / dt
+		n := float64(a.n)
+		tr.Points = append(tr.Points, trafficPoint{At: a.at.Add(b.at.Sub(a.at) / 2),
+			Calls: rate * float64(a.calls) / n, Throttles: rate * float64(a.throttles) / n, Done: rate * float64(a.done) / n})
+	}
+	return nil
+}
+
+func b2i(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
+}
+
+// limiterRow is a rate_limiters row as the console shows it.
+type limiterRow struct {
+	Name              string
+	Rate              float64
+	Burst             int
+	EffectiveRate     float64
+	PenaltyUntil      *time.Time
+	Throttles         int64
+	SettingsUpdatedAt time.Time
+	UpdatedAt         *time.Time
+}
+
+// loadLimiters reads every limiter row (one per provider).
+func loadLimiters(ctx context.Context, rd *reader) ([]limiterRow, error) {
+	rows, err := rd.Query(ctx, `
+		SELECT name, rate, burst, effective_rate, penalty_until, throttles, settings_updated_at, updated_at
+		  FROM rate_limiters ORDER BY name`)
+	if err != nil {
+		return nil, fmt.Errorf("read limiters: %w", err)
+	}
+	ls, err := pgx.CollectRows(rows, pgx.RowToStructByPos[limiterRow])
+	if err != nil {
+		return nil, fmt.Errorf("read limiters: %w", err)
+	}
+	return ls, nil
+}
+
+// loadLimits returns the limits of limiter l over [start, end]. No history
+// of the effective rate is recorded yet, so it knows only the configured
+// rate since it was last set and the effective rate now; a limiter history
+// table (the limit discovery work) replaces this with one point per change,
+// each with its cause.
+func loadLimits(l *limiterRow, start, end time.Time) []limitPoint {
+	if l == nil || end.IsZero() {
+		return nil
+	}
+	from := start
+	cause := "configured " + strconv.FormatFloat(l.Rate, 'f', -1, 64) + "/s"
+	if l.SettingsUpdatedAt.After(start) && l.SettingsUpdatedAt.Before(end) {
+		from = l.SettingsUpdatedAt
+		cause = "limit set to " + strconv.FormatFloat(l.Rate, 'f', -1, 64) + "/s at " + fmtTime(l.SettingsUpdatedAt)
+	}
+	return []limitPoint{
+		{At: from, Effective: math.NaN(), Configured: l.Rate, Cause: cause},
+		{At: end, Effective: l.EffectiveRate, Configured: l.Rate,
+			Cause: "effective " + strconv.FormatFloat(math.Round(l.EffectiveRate*10)/10, 'f', -1, 64) + "/s now (no history of earlier changes is recorded)"},
+	}
+}
+
+// svgChart is a chart laid out for the page's inline SVG.
+type svgChart struct {
+	Width, Height            int
+	Left, Right, Top, Bottom int
+	Calls, Throttles, Done   string // polyline points
+	Configured               string
+	Effective                []svgMark
+	Marks                    []svgMark // hover marks: throttles and limit changes
+	YTicks, XTicks           []svgTick
+	Sampled                  bool
+	Empty                    bool
+	Max                      float64
+}
+
+type svgMark struct {
+	X, Y  float64
+	Title string
+	Kind  string
+}
+
+type svgTick struct {
+	X, Y  float64
+	Label string
+}
+
+func newSVGChart(tr traffic, limits []limitPoint) svgChart {
+	c := svgChart{Width: 900, Height: 280, Left: 56, Right: 40, Top: 16, Bottom: 36, Sampled: tr.Sampled}
+	if len(tr.Points) == 0 {
+		c.Empty = true
+		return c
+	}
+	start, end := tr.Start, tr.End
+	if !end.After(start) {
+		end = start.Add(time.Second)
+	}
+	top := 1.0
+	for _, p := range tr.Points {
+		top = max(top, p.Calls, p.Throttles, p.Done)
+	}
+	for _, l := range limits {
+		if !math.IsNaN(l.Configured) {
+			top = max(top, l.Configured)
+		}
+	}
+	top = niceCeil(top * 1.05)
+	c.Max = top
+	w := float64(c.Width - c.Left - c.Right)
+	h := float64(c.Height - c.Top - c.Bottom)
+	x := func(t time.Time) float64 {
+		f := float64(t.Sub(start)) / float64(end.Sub(start))
+		return float64(c.Left) + math.Max(0, math.Min(1, f))*w
+	}
+	y := func(v float64) float64 { return float64(c.Top) + h - math.Max(0, math.Min(1, v/top))*h }
+	line := func(get func(trafficPoint) float64) string {
+		var b strings.Builder
+		for _, p := range tr.Points {
+			fmt.Fprintf(&b, "%.1f,%.1f ", x(p.At), y(get(p)))
+		}
+		return strings.TrimSpace(b.String())
+	}
+	c.Calls = line(func(p trafficPoint) float64 { return p.Calls })
+	c.Throttles = line(func(p trafficPoint) float64 { return p.Throttles })
+	c.Done = line(func(p trafficPoint) float64 { return p.Done })
+	for _, p := range tr.Points {
+		if p.Throttles > 0 {
+			c.Marks = append(c.Marks, svgMark{X: x(p.At), Y: y(p.Throttles), Kind: "throttle",
+				Title: fmt.Sprintf("%s: %.1f 429s/s of %.1f calls/s", fmtTime(p.At), p.Throttles, p.Calls)})
+		}
+	}
+	var b strings.Builder
+	for i, l := range limits {
+		if math.IsNaN(l.Configured) {
+			continue
+		}
+		fmt.Fprintf(&b, "%.1f,%.1f ", x(l.At), y(l.Configured))
+		if i+1 < len(limits) {
+			fmt.Fprintf(&b, "%.1f,%.1f ", x(limits[i+1].At), y(l.Configured))
+		}
+		c.Marks = append(c.Marks, svgMark{X: x(l.At), Y: y(l.Configured), Kind: "limit", Title: l.Cause})
+		if !math.IsNaN(l.Effective) {
+			c.Effective = append(c.Effective, svgMark{X: x(l.At), Y: y(l.Effective), Kind: "effective", Title: l.Cause})
+		}
+	}
+	c.Configured = strings.TrimSpace(b.String())
+	for i := 0; i <= 4; i++ {
+		v := top * float64(i) / 4
+		c.YTicks = append(c.YTicks, svgTick{X: float64(c.Left) - 6, Y: y(v), Label: strconv.FormatFloat(v, 'f', -1, 64)})
+	}
+	for i := 0; i <= 4; i++ {
+		t := start.Add(end.Sub(start) * time.Duration(i) / 4)
+		c.XTicks = append(c.XTicks, svgTick{X: x(t), Y: float64(c.Height - c.Bottom + 18), Label: t.UTC().Format("15:04:05")})
+	}
+	return c
+}
+
+// niceCeil rounds v up to 1, 2 or 5 times a power of ten.
+func niceCeil(v float64) float64 {
+	if v <= 0 {
+		return 1
+	}
+	p := math.Pow(10, math.Floor(math.Log10(v)))
+	for _, m := range []float64{1, 2, 5, 10} {
+		if m*p >= v {
+			return m * p
+		}
+	}
+	return 10 * p
+}

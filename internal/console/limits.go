@@ -1,0 +1,121 @@
+package console
+
+import (
+	"fmt"
+	"math"
+	"net/http"
+	"net/url"
+	"strconv"
+
+	"github.com/reconcile/reconcile/internal/limiter"
+)
+
+type limitsData struct {
+	Limiters []limiterRow
+}
+
+// limitsPage lists every limiter (one per provider) with its settings and
+// running state.
+func (h *Handler) limitsPage(w http.ResponseWriter, r *http.Request, u User) error {
+	var d limitsData
+	err := h.read(r.Context(), h.cfg.StatementTimeout, func(rd *reader) error {
+		var err error
+		d.Limiters, err = loadLimiters(r.Context(), rd)
+		return err
+	})
+	if err != nil {
+		return err
+	}
+	h.render(w, r, http.StatusOK, "limits", view{Title: "Limits", User: &u, Data: d})
+	return nil
+}
+
+// parseLimit reads rate and burst, each defaulting to the current setting.
+func parseLimit(v url.Values, cur limiter.Settings) (limiter.Settings, error) {
+	s := cur
+	if raw := v.Get("rate"); raw != "" {
+		rate, err := strconv.ParseFloat(raw, 64)
+		if err != nil || !(rate > 0) || math.IsInf(rate, 0) {
+			return s, badRequest("rate=%q: want a positive number of requests per second", raw)
+		}
+		s.Rate = rate
+	}
+	if raw := v.Get("burst"); raw != "" {
+		burst, err := strconv.Atoi(raw)
+		if err != nil || burst < 1 {
+			return s, badRequest("burst=%q: want a whole number of at least 1", raw)
+		}
+		s.Burst = burst
+	}
+	return s, s.Validate()
+}
+
+func (h *Handler) limitPreview(w http.ResponseWriter, r *http.Request, u User) error {
+	name := r.PathValue("name")
+	d := actionData{Action: "limit"}
+	err := h.read(r.Context(), h.cfg.StatementTimeout, func(rd *reader) error {
+		cur, err := limiter.LoadState(r.Context(), rd.tx, name)
+		if err != nil {
+			return err
+		}
+		rd.stats.queries++
+		s, err := parseLimit(r.URL.Query(), cur.Settings)
+		if err != nil {
+			return err
+		}
+		d.Limiter = &limiterRow{Name: name, Rate: cur.Rate, Burst: cur.Burst, EffectiveRate: cur.EffectiveRate,
+			Throttles: cur.Throttles, SettingsUpdatedAt: cur.SettingsUpdatedAt}
+		d.Rate, d.Burst = s.Rate, s.Burst
+		d.Hidden = url.Values{"rate": {strconv.FormatFloat(s.Rate, 'f', -1, 64)}, "burst": {strconv.Itoa(s.Burst)}}
+		d.Detail = fmt.Sprintf("Limiter %s goes from %s/s (burst %d) to %s/s (burst %d); running consumers apply it within a second and the adaptive rate restarts at the new rate.",
+			name, strconv.FormatFloat(cur.Rate, 'f', -1, 64), cur.Burst, strconv.FormatFloat(s.Rate, 'f', -1, 64), s.Burst)
+		if !cur.Stored {
+			d.Detail = fmt.Sprintf("Limiter %s has no row yet; it is created at %s/s (burst %d).", name,
+				strconv.FormatFloat(s.Rate, 'f', -1, 64), s.Burst)
+		}
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	h.render(w, r, http.StatusOK, "action", view{Title: "Set limit " + name, User: &u, Data: d})
+	return nil
+}
+
+func (h *Handler) limitSet(w http.ResponseWriter, r *http.Request, u User) error {
+	name := r.PathValue("name")
+	note, err := actionNote(r)
+	if err != nil {
+		return err
+	}
+	cur, err := limiter.LoadSettings(r.Context(), h.cfg.Pool, name)
+	if err != nil {
+		return err
+	}
+	if err := r.ParseForm(); err != nil {
+		return badRequest("read form: %v", err)
+	}
+	s, err := parseLimit(r.PostForm, cur)
+	if err != nil {
+		return err
+	}
+	if err := limiter.SaveSettings(r.Context(), h.cfg.Pool, name, s); err != nil {
+		return err
+	}
+	// No limiter history exists yet to record the change in; the log line
+	// is its record.
+	h.cfg.Logger.Info("console action", "action", "limit_set", "user", u.Name, "limiter", name,
+		"rate", s.Rate, "burst", s.Burst, "previous_rate", cur.Rate, "previous_burst", cur.Burst, "note", note)
+	d := limitsData{}
+	err = h.read(r.Context(), h.cfg.StatementTimeout, func(rd *reader) error {
+		var err error
+		d.Limiters, err = loadLimiters(r.Context(), rd)
+		return err
+	})
+	if err != nil {
+		return err
+	}
+	h.render(w, r, http.StatusOK, "limits", view{Title: "Limits", User: &u, Data: d,
+		Notice: fmt.Sprintf("Limiter %s set to %s/s, burst %d.", name, strconv.FormatFloat(s.Rate, 'f', -1, 64), s.Burst)})
+	return nil
+}

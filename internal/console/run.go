@@ -1,0 +1,171 @@
+package console
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+)
+
+// queueSplit is where a run's open messages are, each count capped.
+type queueSplit struct {
+	Available, InFlight, Delayed capped
+}
+
+// accountRow is one account of a run: its progress counters and, once its
+// last item finished, its completion record.
+type accountRow struct {
+	AccountID    string
+	Items        int64
+	Remaining    int64
+	Matched      int64
+	Mismatched   int64
+	Missing      int64
+	DeadLettered int64
+	Calls        int64
+	Throttles    int64
+	Round        *int
+	CompletedAt  *time.Time
+	CompletedBy  *string
+}
+
+type runData struct {
+	Run      runRow
+	Now      time.Time
+	Queue    queueSplit
+	Accounts []accountRow
+	// NextAccount is the cursor of the next page of accounts.
+	NextAccount string
+	Limiters    []limiterRow
+	// Limiter is the limiter the chart shows (nil when it has no row).
+	Limiter *limiterRow
+	Traffic traffic
+	Chart   svgChart
+	// ETA is the estimated time to finish; zero when done or unknown.
+	ETA       time.Duration
+	ETABasis  string
+	CanCancel bool
+}
+
+// runPage shows a run: progress and ETA, queue, chart, accounts, limiters
+// and completion records. It reloads itself while the run is open.
+func (h *Handler) runPage(w http.ResponseWriter, r *http.Request, u User) error {
+	id, err := runParam(r)
+	if err != nil {
+		return err
+	}
+	after := r.URL.Query().Get("accounts_after")
+	limiterName := r.URL.Query().Get("limiter")
+	if limiterName == "" {
+		limiterName = h.cfg.Limiter
+	}
+	d := runData{Now: h.cfg.Now(), CanCancel: h.cfg.Cancel != nil}
+	err = h.read(r.Context(), h.cfg.StatementTimeout, func(rd *reader) error {
+		var err error
+		if d.Run, err = loadRun(r.Context(), rd, id); err != nil {
+			return err
+		}
+		if d.Run.Open > 0 {
+			if d.Queue, err = loadQueueSplit(r.Context(), rd, id, h.cfg.CountCap); err != nil {
+				return err
+			}
+		}
+		if d.Accounts, d.NextAccount, err = loadAccounts(r.Context(), rd, id, after, h.cfg.PageSize); err != nil {
+			return err
+		}
+		if d.Limiters, err = loadLimiters(r.Context(), rd); err != nil {
+			return err
+		}
+		if d.Traffic, err = loadTraffic(r.Context(), rd, id); err != nil {
+			return err
+		}
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	for i := range d.Limiters {
+		if d.Limiters[i].Name == limiterName {
+			d.Limiter = &d.Limiters[i]
+		}
+	}
+	end := d.Traffic.End
+	if d.Run.Open > 0 && d.Now.After(end) && !end.IsZero() {
+		end = d.Now
+		d.Traffic.End = end
+	}
+	d.Chart = newSVGChart(d.Traffic, loadLimits(d.Limiter, d.Traffic.Start, end))
+	d.ETA, d.ETABasis = estimate(d)
+	v := view{Title: d.Run.ReconciliationID, User: &u, Data: d}
+	if d.Run.Open > 0 {
+		v.Refresh = int(h.cfg.Refresh / time.Second)
+	}
+	h.render(w, r, http.StatusOK, "run", v)
+	return nil
+}
+
+// estimate is the time the run's open items need at the rate items
+// finished lately, or else at the limiter's effective rate.
+func estimate(d runData) (time.Duration, string) {
+	open := float64(d.Run.Open)
+	if open == 0 {
+		return 0, ""
+	}
+	if n := len(d.Traffic.Points); n > 0 {
+		recent := d.Traffic.Points[max(0, n-3):]
+		var sum float64
+		for _, p := range recent {
+			sum += p.Done
+		}
+		if rate := sum / float64(len(recent)); rate > 0 && d.Now.Sub(d.Traffic.Points[n-1].At) < time.Minute {
+			return time.Duration(open / rate * float64(time.Second)),
+				fmt.Sprintf("at the %.1f items/s of the last samples", rate)
+		}
+	}
+	if d.Limiter != nil && d.Limiter.EffectiveRate > 0 {
+		return time.Duration(open / d.Limiter.EffectiveRate * float64(time.Second)),
+			fmt.Sprintf("at limiter %s's effective %.1f calls/s", d.Limiter.Name, d.Limiter.EffectiveRate)
+	}
+	return 0, ""
+}
+
+func loadQueueSplit(ctx context.Context, rd *reader, runID uuid.UUID, limit int) (queueSplit, error) {
+	var a, f, dl int64
+	err := rd.QueryRow(ctx, `
+		SELECT count(*) FILTER (WHERE visible_at <= now()),
+		       count(*) FILTER (WHERE visible_at > now() AND lease IS NOT NULL),
+		       count(*) FILTER (WHERE visible_at > now() AND lease IS NULL)
+		  FROM (SELECT visible_at, lease FROM queue_messages
+		         WHERE state = 'ready' AND run_id = $1 LIMIT $2) m`, runID, limit+1).Scan(&a, &f, &dl)
+	if err != nil {
+		return queueSplit{}, fmt.Errorf("count queue of run %s: %w", runID, err)
+	}
+	c := int64(limit)
+	return queueSplit{Available: capped{a, c}, InFlight: capped{f, c}, Delayed: capped{dl, c}}, nil
+}
+
+func loadAccounts(ctx context.Context, rd *reader, runID uuid.UUID, after string, page int) ([]accountRow, string, error) {
+	rows, err := rd.Query(ctx, `
+		SELECT p.account_id, p.item_count, p.remaining, p.matched, p.mismatched, p.missing, p.dead_lettered,
+		       p.provider_calls, p.throttles, c.round, c.completed_at, c.completed_by
+		  FROM account_progress p
+		  LEFT JOIN account_completions c ON c.run_id = p.run_id AND c.account_id = p.account_id
+		 WHERE p.run_id = $1 AND p.account_id > $2
+		 ORDER BY p.account_id LIMIT $3`, runID, after, page+1)
+	if err != nil {
+		return nil, "", fmt.Errorf("read accounts of run %s: %w", runID, err)
+	}
+	as, err := pgx.CollectRows(rows, pgx.RowToStructByPos[accountRow])
+	if err != nil {
+		return nil, "", fmt.Errorf("read accounts of run %s: %w", runID, err)
+	}
+	next := ""
+	if len(as) > page {
+		as = as[:page]
+		next = as[page-1].AccountID
+	}
+	return as, next, nil
+}
