@@ -3,7 +3,6 @@ package consume
 import (
 	"context"
 	"fmt"
-	"sync/atomic"
 	"time"
 
 	"github.com/reconcile/reconcile/internal/ledger"
@@ -22,10 +21,9 @@ type job struct {
 // claimLoop claims batches for free worker slots until ctx ends or, with
 // UntilDone, every run is complete. It claims once at least half of the
 // buffer is free (or the buffer is empty), so batches stay large when the
-// workers are fast; taken signals that a worker took a job, busy counts the
-// workers processing one, and runDone that a recorded result completed a
-// run.
-func (c *Consumer) claimLoop(ctx context.Context, jobs chan<- job, taken <-chan struct{}, busy *atomic.Int64, runDone <-chan struct{}) error {
+// workers are fast; taken signals that a worker took a job, and runDone that
+// a recorded result completed a run.
+func (c *Consumer) claimLoop(ctx context.Context, jobs chan<- job, taken <-chan struct{}, runDone <-chan struct{}) error {
 	listener, err := c.queue.Listen(ctx)
 	if err != nil {
 		return fmt.Errorf("listen for queue messages: %w", err)
@@ -68,7 +66,11 @@ func (c *Consumer) claimLoop(ctx context.Context, jobs chan<- job, taken <-chan 
 		if len(batch) > 0 {
 			continue
 		}
-		if c.cfg.UntilDone && len(jobs) == 0 && busy.Load() == 0 {
+		// Whether a worker is still busy does not matter: once the ledger
+		// has no open run, what it is finishing is a duplicate delivery,
+		// and Run waits for it. Waiting for idle workers here instead
+		// could miss the wake-up of the run that a worker just completed.
+		if c.cfg.UntilDone && len(jobs) == 0 {
 			done, err := c.allRunsComplete(ctx)
 			switch {
 			case err != nil && ctx.Err() == nil:

@@ -20,7 +20,6 @@ import (
 	"math/rand/v2"
 	"os"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -219,7 +218,6 @@ func (c *Consumer) Run(ctx context.Context) error {
 	jobs := make(chan job, max(2*c.cfg.Concurrency, minJobBuffer))
 	taken := make(chan struct{}, 1)
 	var wg sync.WaitGroup
-	var busy atomic.Int64
 	for range c.cfg.Concurrency {
 		wg.Add(1)
 		go func() {
@@ -234,17 +232,15 @@ func (c *Consumer) Run(ctx context.Context) error {
 					c.release(workCtx, j.d)
 					continue
 				}
-				busy.Add(1)
 				if err := c.process(workCtx, claimCtx, rec, j); err != nil {
 					fail(err)
 					c.release(workCtx, j.d)
 				}
-				busy.Add(-1)
 			}
 		}()
 	}
 
-	err := c.claimLoop(claimCtx, jobs, taken, &busy, rec.runDone)
+	err := c.claimLoop(claimCtx, jobs, taken, rec.runDone)
 	close(jobs)
 	wg.Wait()
 	if rec.in != nil {
