@@ -219,12 +219,13 @@ func (q *Queue) publishArrays(ctx context.Context, db DB, msgs []Message) (Publi
 }
 
 func (q *Queue) publishCopy(ctx context.Context, tx pgx.Tx, msgs []Message) (PublishResult, error) {
-	// The staging table lives as long as the session and is emptied at each
-	// commit; the DELETE below also empties it for a second Publish in the
-	// same transaction.
+	// The staging table lives only as long as the transaction (ON COMMIT
+	// DROP), so no state outlives it on the server connection, which a
+	// transaction pooler hands to other clients next; the DELETE below
+	// empties it for a second Publish in the same transaction.
 	_, err := tx.Exec(ctx, `CREATE TEMP TABLE IF NOT EXISTS queue_publish_staging (
         run_id uuid, reconciliation_id text, transaction_id text, idempotency_key text, attempt int4
-    ) ON COMMIT DELETE ROWS`)
+    ) ON COMMIT DROP`)
 	if err != nil {
 		return PublishResult{}, fmt.Errorf("create staging table: %w", err)
 	}
