@@ -1,9 +1,11 @@
 package pgbouncertest_test
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"io"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"strings"
@@ -33,6 +35,7 @@ func TestMain(m *testing.M) { pgtest.Main(m) }
 type bundle struct {
 	direct    *pgxpool.Pool
 	pooled    *pgxpool.Pool
+	directURL string
 	pooledURL string
 }
 
@@ -51,7 +54,7 @@ func setup(t *testing.T) *bundle {
 		t.Fatal(err)
 	}
 	t.Cleanup(pooled.Close)
-	return &bundle{direct: direct, pooled: pooled, pooledURL: through}
+	return &bundle{direct: direct, pooled: pooled, directURL: conn, pooledURL: through}
 }
 
 func (b *bundle) count(t *testing.T, sql string, args ...any) int {
@@ -244,5 +247,137 @@ func TestEnqueueScheduleStatusThroughTransactionPooler(t *testing.T) {
 	}
 	if len(st.Runs) != 2 {
 		t.Fatalf("status shows %d runs, want 2", len(st.Runs))
+	}
+}
+
+// TestListenerThroughTransactionPooler: through the pooler alone, the
+// listener polls and says so once at info; with a direct listen URL it
+// listens, and a publish through the pooler wakes it.
+func TestListenerThroughTransactionPooler(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	ctx := context.Background()
+	var logs bytes.Buffer
+	logger := slog.New(slog.NewJSONHandler(&logs, nil))
+	polling := queue.New(b.pooled, queue.Config{Logger: logger})
+	for range 2 {
+		l, err := polling.Listen(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !l.Polls() {
+			t.Fatal("a listener through a transaction pooler listens")
+		}
+		if err := l.Wait(ctx, 10*time.Millisecond); err != nil {
+			t.Fatal(err)
+		}
+		l.Close(ctx)
+	}
+	if lines := strings.Split(strings.TrimSpace(logs.String()), "\n"); len(lines) != 1 || !strings.Contains(lines[0], `"level":"INFO"`) ||
+		!strings.Contains(lines[0], "poll") {
+		t.Fatalf("want one info line about polling, got:\n%s", logs.String())
+	}
+
+	q := queue.New(b.pooled, queue.Config{ListenURL: b.directURL})
+	l, err := q.Listen(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close(ctx)
+	if l.Polls() {
+		t.Fatal("a listener with a direct listen URL polls")
+	}
+	done := make(chan error, 1)
+	start := time.Now()
+	go func() { done <- l.Wait(ctx, time.Minute) }()
+	run := uuid.New()
+	// Publish until the listener wakes: a publish made before it blocks
+	// makes it return at once, after it blocks its notification wakes it.
+	for {
+		tx := uuid.NewString()
+		if _, err := q.Publish(ctx, b.pooled, []queue.Message{{RunID: run, ReconciliationID: "r", TransactionID: tx, IdempotencyKey: "r:" + tx}}); err != nil {
+			t.Fatal(err)
+		}
+		select {
+		case err := <-done:
+			if err != nil {
+				t.Fatal(err)
+			}
+			if waited := time.Since(start); waited > 20*time.Second {
+				t.Fatalf("woken after %v", waited)
+			}
+			return
+		case <-time.After(200 * time.Millisecond):
+		}
+	}
+}
+
+// TestEveryExecModeThroughTransactionPooler runs publish (both paths),
+// claim, ack and release with each of pgx's exec modes named in the
+// connection string: every parameter must be encodable without the server's
+// help too.
+func TestEveryExecModeThroughTransactionPooler(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	for _, mode := range []string{"cache_statement", "cache_describe", "describe_exec", "exec", "simple_protocol"} {
+		t.Run(mode, func(t *testing.T) {
+			ctx := context.Background()
+			pool, err := dbconn.Open(ctx, dbconn.Config{URL: b.pooledURL + " default_query_exec_mode=" + mode})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer pool.Close()
+			switch mode {
+			case "cache_statement", "describe_exec":
+				// Named statements clash on a transaction pooler, and
+				// describe_exec runs an unnamed statement prepared in an
+				// earlier round trip, which may have gone to another server
+				// connection: these modes are for direct connections and
+				// session pooling.
+				return
+			}
+			q := queue.New(pool, queue.Config{})
+			run := uuid.New()
+			for _, n := range []int{5, 1200} {
+				msgs := make([]queue.Message, n)
+				for i := range msgs {
+					tx := fmt.Sprintf("%s-%d-%d", mode, n, i)
+					msgs[i] = queue.Message{RunID: run, ReconciliationID: "r", TransactionID: tx, IdempotencyKey: "r:" + tx}
+				}
+				if res, err := q.Publish(ctx, pool, msgs); err != nil || res.Published != n {
+					t.Fatalf("publish %d: %+v, %v", n, res, err)
+				}
+			}
+			ds, err := q.Claim(ctx, 64)
+			if err != nil || len(ds) != 64 {
+				t.Fatalf("claim: %d, %v", len(ds), err)
+			}
+			if err := q.Release(ctx, ds[32:]); err != nil {
+				t.Fatal(err)
+			}
+			err = pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
+				stale, err := q.AckBatch(ctx, tx, ds[:32])
+				if len(stale) > 0 {
+					var l string
+					_ = b.direct.QueryRow(ctx, `SELECT lease::text FROM queue_messages WHERE message_id = $1`, stale[0].ID).Scan(&l)
+					return fmt.Errorf("%d stale; lease %s in the table, %s claimed", len(stale), l, stale[0].Lease)
+				}
+				return err
+			})
+			if err != nil {
+				t.Fatal(err)
+			}
+			ids := make([]int64, 32)
+			for i, d := range ds[:32] {
+				ids[i] = d.ID
+			}
+			if n := b.count(t, `SELECT count(*) FROM queue_messages WHERE message_id = ANY ($1) AND state = 'acked'`, ids); n != 32 {
+				t.Fatalf("%d acked, want 32", n)
+			}
+		})
+	}
+	// No publish left a staging table behind on a server connection.
+	if n := b.count(t, `SELECT count(*) FROM pg_class WHERE relname = 'queue_publish_staging'`); n != 0 {
+		t.Fatalf("%d staging tables outlived their transaction", n)
 	}
 }
