@@ -45,6 +45,7 @@ type consumeFlags struct {
 	insecure         bool
 	metricsAddr      string
 	progress         string
+	listenURL        string
 	// limiterName selects the shared limiter's row (not a flag: `demo`
 	// uses its own so it never touches the real provider's setting).
 	// Empty means limiter.DefaultName.
@@ -71,6 +72,7 @@ func (f *consumeFlags) register(fs *flag.FlagSet) {
 	fs.BoolVar(&f.insecure, "insecure-skip-verify", false, "DANGEROUS: do not verify the provider's TLS certificate")
 	fs.StringVar(&f.metricsAddr, "metrics-addr", "", "serve Prometheus metrics at http://ADDR/metrics (e.g. :9090); empty: off")
 	fs.StringVar(&f.progress, "progress", "auto", "progress: bar, log (a line every 10s), off, or auto (bar when stderr is a terminal, else log)")
+	fs.StringVar(&f.listenURL, "listen-url", "", "direct database connection for LISTEN, when DATABASE_URL goes through a transaction pooler (default $RECONCILE_LISTEN_URL; without it idle consumers poll)")
 }
 
 // poolSize is the number of database connections a consumer needs: one per
@@ -176,7 +178,8 @@ func runConsume(ctx context.Context, e *env, pool *pgxpool.Pool, logger *slog.Lo
 		return err
 	}
 	defer lim.Close()
-	q := queue.New(pool, queue.Config{Visibility: f.visibility, MaxDeliveries: f.maxDeliveries, Logger: logger})
+	q := queue.New(pool, queue.Config{Visibility: f.visibility, MaxDeliveries: f.maxDeliveries, Logger: logger,
+		ListenURL: cmp.Or(f.listenURL, e.getenv("RECONCILE_LISTEN_URL"))})
 	c, err := consume.New(pool, q, lim, client, consume.Config{Concurrency: f.concurrency, Policy: policy,
 		UntilDone: f.untilDone, Grace: f.grace, Logger: logger})
 	if err != nil {

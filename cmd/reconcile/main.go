@@ -54,6 +54,7 @@ func commands() []command {
 		{"stats", "queue statistics", cmdStats},
 		{"dlq", "list or redrive dead-lettered messages", cmdDLQ},
 		{"limit", "show or set the shared provider rate limit", cmdLimit},
+		{"prune", "delete acked queue messages and schedule ticks of runs completed long ago", cmdPrune},
 		{"audit", "verify the ledger's hash chains; grant auditor access", cmdAudit},
 		{"provider", "list provider profiles; check one against the provider with one call", cmdProvider},
 		{"ui", "serve the web console for operators and auditors", cmdUI},

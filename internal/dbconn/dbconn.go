@@ -1,5 +1,29 @@
 // Package dbconn opens the connection pool to the reconcile database and
 // keeps its credentials out of logs and errors.
+//
+// # Connection poolers
+//
+// Open works on a direct connection and through a pooler such as PgBouncer
+// in session or transaction pooling mode. It detects a pooler by comparing
+// the process id the server announced at connection start (BackendKeyData)
+// with pg_backend_pid(): a pooler answers the start-up itself, with a cancel
+// key of its own, so the two differ; on a direct connection they are equal.
+// That choice matters for the query exec mode:
+//
+//   - directly, pgx's default, QueryExecModeCacheStatement: each statement is
+//     prepared once per connection under a name and reused, the fastest;
+//   - through a pooler, QueryExecModeCacheDescribe: statements are unnamed, so
+//     two clients whose transactions land on the same server connection never
+//     clash on a prepared statement's name (PgBouncer before 1.21, or with
+//     max_prepared_statements = 0, fails them with `prepared statement
+//     "stmtcache_…" already exists`), and the parameter types learned by the
+//     first Describe are cached on the client, so a statement still takes one
+//     round trip.
+//
+// A default_query_exec_mode given in the connection string wins over both.
+// Every mode works, exec and simple_protocol included: Open teaches each
+// connection the SQL types of uuid.UUID and []uuid.UUID, which those modes
+// send as text without asking the server for the parameters' types.
 package dbconn
 
 import (
@@ -10,7 +34,10 @@ import (
 	"regexp"
 	"strings"
 	"time"
+	"unicode/utf8"
 
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 )
 
@@ -44,20 +71,74 @@ func Open(ctx context.Context, cfg Config) (*pgxpool.Pool, error) {
 		app = "reconcile"
 	}
 	pcfg.ConnConfig.RuntimeParams["application_name"] = app
+	pcfg.AfterConnect = func(_ context.Context, conn *pgx.Conn) error {
+		RegisterTypes(conn)
+		return nil
+	}
+
+	// The first connection checks that the server answers and whether a
+	// pooler stands in between, before the pool's connections get their
+	// exec mode.
+	probeCtx, cancel := context.WithTimeout(ctx, 15*time.Second)
+	defer cancel()
+	probe, err := pgx.ConnectConfig(probeCtx, pcfg.ConnConfig)
+	if err != nil {
+		return nil, fmt.Errorf("connect to database %s: %s", Describe(pcfg), oneLine(scrub(err.Error(), pcfg.ConnConfig.Password)))
+	}
+	pooled, err := ThroughPooler(probeCtx, probe)
+	_ = probe.Close(context.WithoutCancel(ctx))
+	if err != nil {
+		return nil, fmt.Errorf("connect to database %s: %s", Describe(pcfg), oneLine(scrub(err.Error(), pcfg.ConnConfig.Password)))
+	}
+	mode := pcfg.ConnConfig.DefaultQueryExecMode
+	if pooled && !hasExecMode(cfg.URL) {
+		mode = pgx.QueryExecModeCacheDescribe
+		pcfg.ConnConfig.DefaultQueryExecMode = mode
+	}
 	pool, err := pgxpool.NewWithConfig(ctx, pcfg)
 	if err != nil {
 		return nil, fmt.Errorf("open database %s: %w", Describe(pcfg), err)
 	}
-	pingCtx, cancel := context.WithTimeout(ctx, 15*time.Second)
-	defer cancel()
-	if err := pool.Ping(pingCtx); err != nil {
-		pool.Close()
-		return nil, fmt.Errorf("connect to database %s: %s", Describe(pcfg), oneLine(scrub(err.Error(), pcfg.ConnConfig.Password)))
-	}
 	if cfg.Logger != nil {
-		cfg.Logger.Debug("database connected", "database", Describe(pcfg))
+		if pooled {
+			cfg.Logger.Info("database reached through a connection pooler", "database", Describe(pcfg), "exec_mode", mode.String())
+		} else {
+			cfg.Logger.Debug("database connected", "database", Describe(pcfg), "exec_mode", mode.String())
+		}
 	}
 	return pool, nil
+}
+
+// ThroughPooler reports whether conn reaches the server through a connection
+// pooler: the process id announced at start-up (a pooler makes up its own
+// cancel key) is not the server process's. A pooler in transaction mode
+// hands each transaction to any server connection, so a session (LISTEN,
+// session advisory locks, SET, temporary tables) does not outlive a
+// transaction.
+func ThroughPooler(ctx context.Context, conn *pgx.Conn) (bool, error) {
+	var pid uint32
+	// The simple protocol prepares nothing, whatever the connection's mode.
+	if err := conn.QueryRow(ctx, `SELECT pg_backend_pid()`, pgx.QueryExecModeSimpleProtocol).Scan(&pid); err != nil {
+		return false, fmt.Errorf("read server process id: %w", err)
+	}
+	return pid != conn.PgConn().PID(), nil
+}
+
+// RegisterTypes teaches conn the SQL types of the Go types the project
+// passes as parameters and pgx cannot map without the server's help
+// (google/uuid's UUID is a [16]byte): in the exec and simple_protocol exec
+// modes pgx encodes parameters without asking the server for their types.
+func RegisterTypes(conn *pgx.Conn) {
+	m := conn.TypeMap()
+	m.RegisterDefaultPgType(uuid.UUID{}, "uuid")
+	m.RegisterDefaultPgType(&uuid.UUID{}, "uuid")
+	m.RegisterDefaultPgType([]uuid.UUID{}, "_uuid")
+}
+
+// hasExecMode reports whether a connection string names a
+// default_query_exec_mode, which then wins over the detected choice.
+func hasExecMode(connString string) bool {
+	return strings.Contains(connString, "default_query_exec_mode")
 }
 
 // Describe names the database of a pool config without its password:
@@ -120,4 +201,75 @@ func oneLine(s string) string {
 		parts = append(parts, l)
 	}
 	return strings.Join(parts, " ")
+}
+
+// maxErrText caps the text of an error from ElideValues.
+const maxErrText = 400
+
+// ElideValues returns err with a text fit for a log line: pgx quotes the Go
+// values of parameters it cannot encode (`unable to encode
+// []uuid.UUID{[16]uint8{…}, …}`: 64 UUIDs byte by byte make 10 KB), so every
+// brace or bracket group is cut to "{…}" / "[…]" and the text capped at 400
+// bytes. errors.Is and errors.As see the original error; nil stays nil.
+func ElideValues(err error) error {
+	if err == nil {
+		return nil
+	}
+	return elided{err}
+}
+
+type elided struct{ err error }
+
+func (e elided) Error() string { return elideValues(e.err.Error()) }
+func (e elided) Unwrap() error { return e.err }
+
+// shortGroup is the longest brace or bracket group elideValues keeps
+// (args[1], []byte, [16]uint8).
+const shortGroup = 12
+
+func elideValues(s string) string {
+	var b, group strings.Builder
+	depth := 0
+	var open rune
+	for _, r := range s {
+		switch {
+		case r == '{' || r == '[':
+			if depth == 0 {
+				open = r
+				group.Reset()
+			}
+			depth++
+		case (r == '}' || r == ']') && depth > 0:
+			depth--
+		case depth == 0:
+			b.WriteRune(r)
+			continue
+		}
+		if depth == 0 && (r == '{' || r == '[') {
+			continue
+		}
+		group.WriteRune(r)
+		if depth == 0 {
+			if g := group.String(); len(g) <= shortGroup {
+				b.WriteString(g)
+			} else if open == '{' {
+				b.WriteString("{…}")
+			} else {
+				b.WriteString("[…]")
+			}
+		}
+	}
+	if depth > 0 { // an unclosed group: keep only its opening
+		b.WriteRune(open)
+		b.WriteString("…")
+	}
+	out := b.String()
+	if len(out) > maxErrText {
+		cut := maxErrText
+		for cut > 0 && !utf8.RuneStart(out[cut]) {
+			cut--
+		}
+		out = out[:cut] + "…"
+	}
+	return out
 }

@@ -1,8 +1,12 @@
 package dbconn
 
 import (
+	"errors"
+	"fmt"
 	"strings"
 	"testing"
+
+	"github.com/google/uuid"
 )
 
 func TestRedact(t *testing.T) {
@@ -49,5 +53,39 @@ func TestScrubAndOneLine(t *testing.T) {
 	}
 	if scrub("unchanged", "") != "unchanged" {
 		t.Error("an empty secret changed the text")
+	}
+}
+
+func TestElideValues(t *testing.T) {
+	t.Parallel()
+	ids := make([]uuid.UUID, 64)
+	for i := range ids {
+		ids[i] = uuid.New()
+	}
+	big := fmt.Errorf("claim 64 messages: %w", fmt.Errorf("failed to encode args[1]: unable to encode %#v into text format for unknown type (OID 0): cannot find encode plan", ids))
+	for _, tc := range []struct {
+		name string
+		in   error
+		want string
+	}{
+		{"uuid array", big, "claim 64 messages: failed to encode args[1]: unable to encode []uuid.UUID{…} into text format for unknown type (OID 0): cannot find encode plan"},
+		{"nested brackets", errors.New("rows [[1 2] [3 4]] and {alpha {beta}} end"), "rows […] and {…} end"},
+		{"unbalanced close", errors.New("a } b ] c"), "a } b ] c"},
+		{"plain", errors.New("ERROR: relation \"x\" does not exist (SQLSTATE 42P01)"), "ERROR: relation \"x\" does not exist (SQLSTATE 42P01)"},
+		{"long", errors.New(strings.Repeat("é", 300)), strings.Repeat("é", 200) + "…"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			got := ElideValues(tc.in)
+			if got.Error() != tc.want {
+				t.Errorf("got %q, want %q", got.Error(), tc.want)
+			}
+			if !errors.Is(got, tc.in) {
+				t.Error("errors.Is does not see the original")
+			}
+		})
+	}
+	if ElideValues(nil) != nil {
+		t.Error("ElideValues(nil) != nil")
 	}
 }

@@ -27,12 +27,16 @@ import (
 	"log/slog"
 	"slices"
 	"strconv"
+	"sync"
 	"time"
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/reconcile/reconcile/internal/dbconn"
+	"github.com/reconcile/reconcile/internal/logthrottle"
 )
 
 // ErrStaleLease is returned by Ack, RetryAt, DeadLetter and Extend when the
@@ -115,8 +119,15 @@ type Config struct {
 	// use it to move time without sleeping). Defaults to nil: the database's
 	// now().
 	Now func() time.Time
-	// Logger receives listener connection problems. Defaults to discarding
-	// them.
+	// ListenURL, when set, is the connection string of the Listener's
+	// connection, which must reach the server directly or through a pooler
+	// in session mode: LISTEN needs a session, which a transaction pooler
+	// does not keep between transactions. Defaults to "": the Listener takes
+	// a connection out of the pool, or, when the pool goes through a pooler,
+	// polls the table instead of listening.
+	ListenURL string
+	// Logger receives listener connection problems, throttled to a line per
+	// kind every 30 s. Defaults to discarding them.
 	Logger *slog.Logger
 }
 
@@ -124,6 +135,10 @@ type Config struct {
 type Queue struct {
 	pool *pgxpool.Pool
 	cfg  Config
+	// warn throttles the listeners' failure lines; pollOnce says once that
+	// the listeners poll.
+	warn     *logthrottle.Logger
+	pollOnce sync.Once
 }
 
 // New returns a queue on pool. cfg's zero fields take their defaults.
@@ -133,7 +148,7 @@ func New(pool *pgxpool.Pool, cfg Config) *Queue {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
-	return &Queue{pool: pool, cfg: cfg}
+	return &Queue{pool: pool, cfg: cfg, warn: logthrottle.New(cfg.Logger, logthrottle.Config{})}
 }
 
 // Visibility returns the visibility timeout given to each claim.
@@ -219,12 +234,13 @@ func (q *Queue) publishArrays(ctx context.Context, db DB, msgs []Message) (Publi
 }
 
 func (q *Queue) publishCopy(ctx context.Context, tx pgx.Tx, msgs []Message) (PublishResult, error) {
-	// The staging table lives as long as the session and is emptied at each
-	// commit; the DELETE below also empties it for a second Publish in the
-	// same transaction.
+	// The staging table lives only as long as the transaction (ON COMMIT
+	// DROP), so no state outlives it on the server connection, which a
+	// transaction pooler hands to other clients next; the DELETE below
+	// empties it for a second Publish in the same transaction.
 	_, err := tx.Exec(ctx, `CREATE TEMP TABLE IF NOT EXISTS queue_publish_staging (
         run_id uuid, reconciliation_id text, transaction_id text, idempotency_key text, attempt int4
-    ) ON COMMIT DELETE ROWS`)
+    ) ON COMMIT DROP`)
 	if err != nil {
 		return PublishResult{}, fmt.Errorf("create staging table: %w", err)
 	}
@@ -275,7 +291,7 @@ func (q *Queue) insert(ctx context.Context, db DB, sql string, args pgx.StrictNa
 	var total, inserted int
 	var notified bool
 	if err := db.QueryRow(ctx, sql, args).Scan(&total, &inserted, &notified); err != nil {
-		return PublishResult{}, fmt.Errorf("publish messages: %w", err)
+		return PublishResult{}, fmt.Errorf("publish messages: %w", dbconn.ElideValues(err))
 	}
 	return PublishResult{Published: inserted, Duplicates: total - inserted}, nil
 }
@@ -305,7 +321,7 @@ UPDATE queue_messages m
 RETURNING m.message_id, m.deliveries, m.run_id, m.reconciliation_id, m.transaction_id, m.idempotency_key, m.attempt`,
 		pgx.StrictNamedArgs{"now": q.now(), "n": n, "lease": lease, "visibility_us": q.cfg.Visibility.Microseconds()})
 	if err != nil {
-		return nil, fmt.Errorf("claim %d messages: %w", n, err)
+		return nil, fmt.Errorf("claim %d messages: %w", n, dbconn.ElideValues(err))
 	}
 	ds, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (Delivery, error) {
 		d := Delivery{Lease: lease}
@@ -327,7 +343,7 @@ func settle(ctx context.Context, db DB, d Delivery, what, sql string, args pgx.S
 	args["id"], args["lease"] = d.ID, d.Lease
 	tag, err := db.Exec(ctx, sql, args)
 	if err != nil {
-		return fmt.Errorf("%s message %d: %w", what, d.ID, err)
+		return fmt.Errorf("%s message %d: %w", what, d.ID, dbconn.ElideValues(err))
 	}
 	if tag.RowsAffected() == 0 {
 		return fmt.Errorf("%s message %d: %w", what, d.ID, ErrStaleLease)
@@ -362,7 +378,7 @@ UPDATE queue_messages m SET state = 'acked', lease = NULL, changed_at = coalesce
  WHERE m.message_id = a.id AND m.lease = a.lease AND m.state = 'ready'
 RETURNING m.message_id`, ids, leases, q.now())
 	if err != nil {
-		return nil, fmt.Errorf("ack %d messages: %w", len(ds), err)
+		return nil, fmt.Errorf("ack %d messages: %w", len(ds), dbconn.ElideValues(err))
 	}
 	acked, err := pgx.CollectRows(rows, pgx.RowTo[int64])
 	if err != nil {
@@ -446,7 +462,7 @@ WITH released AS (
 SELECT pg_notify('`+Channel+`', '') FROM (SELECT count(*) AS n FROM released) c WHERE c.n > 0`,
 		ids, leases, q.now())
 	if err != nil {
-		return fmt.Errorf("release %d messages: %w", len(ds), err)
+		return fmt.Errorf("release %d messages: %w", len(ds), dbconn.ElideValues(err))
 	}
 	return nil
 }

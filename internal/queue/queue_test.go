@@ -1,9 +1,13 @@
 package queue
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
+	"net"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -661,4 +665,36 @@ func TestListenerWakesWhenRetryBecomesDue(t *testing.T) {
 	}
 	// Woken no earlier than the retry's time: the message is claimable.
 	mustClaim(t, b.q, 1, 1)
+}
+
+// TestListenerOutageLogsOneLineWithACount waits many times on a listener
+// whose database cannot be reached: one warning line with the count and the
+// first error, not one per attempt; the way back is logged once at info.
+func TestListenerOutageLogsOneLineWithACount(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	var logs bytes.Buffer
+	logger := slog.New(slog.NewJSONHandler(&logs, nil))
+	pool := pgtest.New(t)
+	// A port nothing listens on: every connection attempt is refused.
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	dead := fmt.Sprintf("host=127.0.0.1 port=%d user=nobody dbname=none sslmode=disable connect_timeout=2", ln.Addr().(*net.TCPAddr).Port)
+	ln.Close()
+	q := New(pool, Config{ListenURL: dead, Logger: logger})
+	if _, err := q.Listen(ctx); err == nil {
+		t.Fatal("Listen on an unreachable listen URL succeeded")
+	}
+	l := &Listener{q: q}
+	for range 50 {
+		if err := l.Wait(ctx, time.Millisecond); err != nil {
+			t.Fatal(err)
+		}
+	}
+	lines := strings.Split(strings.TrimSpace(logs.String()), "\n")
+	if len(lines) != 1 || !strings.Contains(lines[0], `"failures":1,`) || !strings.Contains(lines[0], `"first_err":"connect listener`) {
+		t.Fatalf("log after 50 failed waits:\n%s", logs.String())
+	}
 }

@@ -4,8 +4,10 @@
 // trigger cron.
 //
 // Any number of schedulers may run against one database, on any machines.
-// A tick's date is enqueued once: the scheduler takes a session advisory lock
-// keyed on the date (pg_try_advisory_lock) for the enqueue, and the runs
+// A tick's date is enqueued once: the scheduler holds a transaction-scoped
+// advisory lock keyed on the date (pg_try_advisory_xact_lock, in a
+// transaction kept open for the enqueue, so that it works through a
+// transaction pooler) for the enqueue, and the runs
 // table's unique (business_date, generation) key stops anything the lock does
 // not. A tick whose date's lock is held elsewhere (a slow enqueue still
 // running) is skipped with a log line. At start-up, ticks missed within
@@ -187,7 +189,7 @@ func (s *Scheduler) CatchUp(ctx context.Context, now time.Time) []Tick {
 
 // LockKey is the advisory lock key of a business date: the pair
 // (LockClass, days since 1970-01-01), taken with the two-int4 form of
-// pg_try_advisory_lock so it cannot collide with single-key locks (such as
+// pg_try_advisory_xact_lock so it cannot collide with single-key locks (such as
 // the migration lock) or with another date.
 func LockKey(d payments.Date) (class, key int32) {
 	days := d.Start(time.UTC).Unix() / 86400
@@ -224,29 +226,29 @@ func (s *Scheduler) Tick(ctx context.Context, at time.Time, catchUp bool) Tick {
 	return t
 }
 
-// enqueueLocked enqueues d while holding its advisory lock on a dedicated
-// connection.
+// enqueueLocked enqueues d while holding its advisory lock. The lock is
+// transaction-scoped (pg_try_advisory_xact_lock), taken in a transaction of
+// its own that stays open, writing nothing, for the whole enqueue and is then
+// rolled back, which releases it. Unlike a session lock this works through a
+// transaction pooler such as PgBouncer: the open transaction keeps one server
+// connection, and the lock with it, until it ends, where a session lock would
+// be taken on one server connection and "released" on another. Should the
+// scheduler die, its connection closes and the server ends the transaction.
 func (s *Scheduler) enqueueLocked(ctx context.Context, d payments.Date, src Source) (Outcome, enqueue.Result, error) {
-	conn, err := s.pool.Acquire(ctx)
+	tx, err := s.pool.Begin(ctx)
 	if err != nil {
-		return Failed, enqueue.Result{}, fmt.Errorf("acquire connection for lock of %s: %w", d, err)
+		return Failed, enqueue.Result{}, fmt.Errorf("begin lock transaction of %s: %w", d, err)
 	}
-	defer conn.Release()
+	// Rolling back releases the lock; on a cancelled context it still runs.
+	defer func() { _ = tx.Rollback(context.WithoutCancel(ctx)) }()
 	class, key := LockKey(d)
 	var locked bool
-	if err := conn.QueryRow(ctx, `SELECT pg_try_advisory_lock($1::int4, $2::int4)`, class, key).Scan(&locked); err != nil {
+	if err := tx.QueryRow(ctx, `SELECT pg_try_advisory_xact_lock($1::int4, $2::int4)`, class, key).Scan(&locked); err != nil {
 		return Failed, enqueue.Result{}, fmt.Errorf("lock business date %s: %w", d, err)
 	}
 	if !locked {
 		return Skipped, enqueue.Result{}, nil
 	}
-	defer func() {
-		// On a cancelled context the unlock still runs; should it fail, the
-		// lock goes with the connection, which is then not reused.
-		if _, err := conn.Exec(context.WithoutCancel(ctx), `SELECT pg_advisory_unlock($1::int4, $2::int4)`, class, key); err != nil {
-			_ = conn.Conn().Close(context.WithoutCancel(ctx))
-		}
-	}()
 	res, err := s.enq.Enqueue(ctx, enqueue.Request{
 		Date:             d,
 		Location:         s.cfg.Spec.Location,

@@ -1,0 +1,92 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/reconcile/reconcile/internal/queue"
+	"github.com/reconcile/reconcile/internal/schedule"
+)
+
+func cmdPrune(ctx context.Context, e *env, args []string) error {
+	fs := newFlagSet(e, "prune", "--older-than AGE [--dry-run]",
+		"Delete what only served the queue for runs completed more than AGE ago: their acked queue\n"+
+			"messages and their schedule ticks. The ledger (runs, items, transitions, completions) is\n"+
+			"never touched, and a pruned date still cannot be enqueued twice. Deletes in batches, each a\n"+
+			"short transaction of its own, so running consumers are not held up.",
+		"reconcile prune --older-than 90d --dry-run")
+	olderThan := fs.String("older-than", "", "age of the runs' completion, in days (90d) or as a duration (2160h) (required)")
+	dryRun := fs.Bool("dry-run", false, "count what would be deleted; delete nothing")
+	batch := fs.Int("batch", queue.DefaultPruneBatch, "message ids per delete statement")
+	if err := parseFlags(fs, args); err != nil {
+		return err
+	}
+	age, err := parseAge("prune: --older-than", *olderThan)
+	if err != nil {
+		return err
+	}
+	if *batch < 1 {
+		return usageErrorf("prune: --batch %d: want at least 1", *batch)
+	}
+	logger, pool, err := e.open(ctx)
+	if err != nil {
+		return err
+	}
+	defer pool.Close()
+	res, err := prune(ctx, pool, logger, time.Now().Add(-age), *batch, *dryRun)
+	if err != nil {
+		return err
+	}
+	verb := "deleted"
+	if *dryRun {
+		verb = "would delete"
+	}
+	fmt.Fprintf(e.stdout, "%s %d acked queue messages and %d schedule ticks of runs completed before %s (%s)\n",
+		verb, res.messages, res.ticks, res.before.UTC().Format(time.RFC3339), res.elapsed.Round(time.Millisecond))
+	return nil
+}
+
+type pruneResult struct {
+	before   time.Time
+	messages int64
+	ticks    int64
+	elapsed  time.Duration
+}
+
+// prune deletes (or counts) the acked messages and schedule ticks of the
+// runs completed before before.
+func prune(ctx context.Context, pool *pgxpool.Pool, logger *slog.Logger, before time.Time, batch int, dryRun bool) (pruneResult, error) {
+	start := time.Now()
+	q := queue.New(pool, queue.Config{Logger: logger})
+	pr, err := q.PruneAcked(ctx, before, batch, dryRun)
+	if err != nil {
+		return pruneResult{}, err
+	}
+	ticks, err := schedule.PruneTicks(ctx, pool, before, dryRun)
+	if err != nil {
+		return pruneResult{}, err
+	}
+	res := pruneResult{before: before, messages: pr.Messages, ticks: ticks, elapsed: time.Since(start)}
+	logger.Debug("pruned", "before", before, "messages", pr.Messages, "batches", pr.Batches, "ticks", ticks,
+		"dry_run", dryRun, "elapsed", res.elapsed)
+	return res, nil
+}
+
+// parseAge reads an age in days (90d) or as a Go duration (2160h); what
+// names the flag in errors.
+func parseAge(what, s string) (time.Duration, error) {
+	if days, ok := strings.CutSuffix(s, "d"); ok {
+		if n, err := strconv.Atoi(days); err == nil && n >= 1 && n <= 36500 {
+			return time.Duration(n) * 24 * time.Hour, nil
+		}
+	} else if d, err := time.ParseDuration(s); err == nil && d > 0 {
+		return d, nil
+	}
+	return 0, usageErrorf("%s %q: want days (90d) or a duration (2160h)", what, s)
+}

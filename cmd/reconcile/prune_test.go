@@ -1,0 +1,101 @@
+package main
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// TestPruneKeepsTheLedgerAndTheDateEnqueuedOnce prunes a run completed 100
+// days ago next to an open one: only the old run's acked messages and ticks
+// go, its ledger rows stay, and enqueuing its date again creates nothing.
+func TestPruneKeepsTheLedgerAndTheDateEnqueuedOnce(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	e, stdout, _ := testEnv(t)
+	dir := t.TempDir()
+	src := func(date string) string {
+		p := filepath.Join(dir, date+".csv")
+		body := "transaction_id,account_id,amount_minor,currency,status,occurred_at\n"
+		for _, tx := range []string{"a", "b", "c"} {
+			body += tx + "," + "acc,100,EUR,succeeded," + date + "T10:00:00Z\n"
+		}
+		if err := os.WriteFile(p, []byte(body), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	for _, d := range []string{"2026-01-10", "2026-10-24"} {
+		if err := cmdEnqueue(ctx, e, []string{"--date", d, "--source", src(d), "--log-level", "error"}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	stdout.Reset()
+	pool := pgtestPool(t, e)
+	for _, sql := range []string{
+		// The old run is done: its messages acked, completed 100 days ago.
+		`UPDATE queue_messages SET state = 'acked' WHERE reconciliation_id IN ('nightly-2026-01-10', 'nightly-2026-10-24')`,
+		`UPDATE runs SET completed_at = now() - interval '100 days' WHERE business_date = '2026-01-10'`,
+		`INSERT INTO schedule_ticks (scheduled_at, business_date, catch_up, outcome, run_id, source, scheduler, recorded_at)
+		 SELECT now() - interval '101 days', business_date, false, 'enqueued', run_id, 'x', 's', now() - interval '101 days' FROM runs`,
+	} {
+		if _, err := pool.Exec(ctx, sql); err != nil {
+			t.Fatalf("%s: %v", sql, err)
+		}
+	}
+	count := func(sql string) int {
+		t.Helper()
+		var n int
+		if err := pool.QueryRow(ctx, sql).Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}
+
+	if err := cmdPrune(ctx, e, []string{"--older-than", "90d", "--dry-run", "--log-level", "error"}); err != nil {
+		t.Fatal(err)
+	}
+	if out := stdout.String(); !strings.HasPrefix(out, "would delete 3 acked queue messages and 1 schedule ticks") {
+		t.Fatalf("dry run printed %q", out)
+	}
+	if n := count(`SELECT count(*) FROM queue_messages`); n != 6 {
+		t.Fatalf("the dry run left %d messages, want 6", n)
+	}
+	stdout.Reset()
+	if err := cmdPrune(ctx, e, []string{"--older-than", "90d", "--batch", "2", "--log-level", "error"}); err != nil {
+		t.Fatal(err)
+	}
+	if out := stdout.String(); !strings.HasPrefix(out, "deleted 3 acked queue messages and 1 schedule ticks") {
+		t.Fatalf("prune printed %q", out)
+	}
+	if n := count(`SELECT count(*) FROM queue_messages WHERE reconciliation_id = 'nightly-2026-10-24'`); n != 3 {
+		t.Fatalf("the open run kept %d messages, want 3", n)
+	}
+	if n := count(`SELECT count(*) FROM queue_messages`); n != 3 {
+		t.Fatalf("%d messages left, want 3", n)
+	}
+	if n := count(`SELECT count(*) FROM schedule_ticks`); n != 1 {
+		t.Fatalf("%d ticks left, want the open run's", n)
+	}
+
+	// The pruned date cannot be enqueued twice: the run's key stops it.
+	stdout.Reset()
+	if err := cmdEnqueue(ctx, e, []string{"--date", "2026-01-10", "--source", src("2026-01-10"), "--log-level", "error"}); err != nil {
+		t.Fatal(err)
+	}
+	if n := count(`SELECT count(*) FROM queue_messages WHERE reconciliation_id = 'nightly-2026-01-10'`); n != 0 {
+		t.Fatalf("re-enqueue of a pruned date published %d messages", n)
+	}
+	if n := count(`SELECT count(*) FROM runs`) + count(`SELECT count(*) FROM items`); n != 2+6 {
+		t.Fatalf("runs + items = %d after prune and re-enqueue, want 8", n)
+	}
+	if err := cmdAudit(ctx, e, []string{"verify", "--log-level", "error"}); err != nil {
+		t.Fatalf("audit verify after prune: %v", err)
+	}
+
+	if err := cmdPrune(ctx, e, []string{"--older-than", "soon"}); exitCode(err, &strings.Builder{}) != 2 {
+		t.Fatalf("bad --older-than: %v", err)
+	}
+}

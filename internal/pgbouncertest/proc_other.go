@@ -1,0 +1,7 @@
+//go:build unix && !linux
+
+package pgbouncertest
+
+import "syscall"
+
+func dieWithParent(*syscall.SysProcAttr) {}
