@@ -26,6 +26,7 @@ import (
 	"github.com/reconcile/reconcile/internal/limiter"
 	"github.com/reconcile/reconcile/internal/payments"
 	"github.com/reconcile/reconcile/internal/pgserver"
+	"github.com/reconcile/reconcile/internal/profile"
 	"github.com/reconcile/reconcile/internal/provider"
 	"github.com/reconcile/reconcile/internal/providersim"
 	"github.com/reconcile/reconcile/internal/queue"
@@ -239,15 +240,31 @@ func execute(ctx context.Context, srv *server, sp spec, o options) (result, erro
 	if o.verbose {
 		logger = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
 	}
+	const token = provider.Secret("bench-token")
 	sim, err := providersim.New(providersim.Config{Records: records, Seed: 11, Limit: sched, Burst: sp.simBurst,
-		TransientRate: sp.transientRate})
+		TransientRate: sp.transientRate, Token: token})
 	if err != nil {
 		return result{}, err
 	}
+	// The simulator speaks the profile's API, and the consumer reads it with
+	// the built-in profile of that name.
+	shape, err := providersim.ParseShape(o.profile)
+	if err != nil {
+		return result{}, err
+	}
+	shaped, err := providersim.Shaped(sim, shape, providersim.ShapeConfig{ClientID: "bench", ClientSecret: "bench-secret"})
+	if err != nil {
+		return result{}, err
+	}
+	prof, ok := profile.Builtin(o.profile)
+	if !ok {
+		return result{}, fmt.Errorf("no built-in profile %q", o.profile)
+	}
 	log := &callLog{start: time.Now(), at: make([]time.Duration, 0, sp.items*2)}
-	hs := httptest.NewServer(log.wrap(sim))
+	hs := httptest.NewServer(log.wrap(shaped))
 	defer hs.Close()
-	client, err := provider.New(provider.Config{BaseURL: hs.URL, Timeout: 10 * time.Second})
+	client, err := provider.New(provider.Config{BaseURL: hs.URL, Timeout: 10 * time.Second, Profile: prof, Token: token,
+		ClientID: "bench", ClientSecret: "bench-secret"})
 	if err != nil {
 		return result{}, err
 	}

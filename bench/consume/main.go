@@ -28,6 +28,8 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/reconcile/reconcile/internal/profile"
 )
 
 type options struct {
@@ -44,11 +46,13 @@ type options struct {
 	recovery    time.Duration
 	replot      string
 	recordBatch int
+	profile     string
 }
 
 func main() {
 	var o options
 	flag.StringVar(&o.scenario, "scenario", "all", "scenario to run: "+strings.Join(scenarioNames(), ", ")+", or all")
+	flag.StringVar(&o.profile, "profile", profile.DefaultName, "provider API the simulator speaks and the consumer reads: "+strings.Join(profile.BuiltinNames(), ", "))
 	flag.IntVar(&o.runs, "runs", 1, "runs of each scenario; with more than one the median of every figure is printed")
 	flag.StringVar(&o.out, "out", "bench/out", "directory for CSV and PNG files")
 	flag.IntVar(&o.concurrency, "concurrency", 0, "consumer workers (0: the scenario's own)")
