@@ -53,6 +53,7 @@ func commands() []command {
 		{"report", "discrepancies, missing ids and dead letters of a date", cmdReport},
 		{"stats", "queue statistics", cmdStats},
 		{"dlq", "list or redrive dead-lettered messages", cmdDLQ},
+		{"cancel", "withdraw a run: its open items are cancelled, no further provider calls", cmdCancel},
 		{"limit", "show or set the shared provider rate limit", cmdLimit},
 		{"audit", "verify the ledger's hash chains; grant auditor access", cmdAudit},
 		{"provider-sim", "run a simulated payment provider for trials", cmdProviderSim},

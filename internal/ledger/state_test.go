@@ -78,6 +78,7 @@ func TestStatesMatchTheSchema(t *testing.T) {
 	tables := map[string][]ledger.State{
 		"account_progress": ledger.TerminalStates(), "run_shards": ledger.TerminalStates(),
 		"account_completions": ledger.TerminalStates(), "run_completions": ledger.TerminalStates(),
+		"completion_rounds": ledger.TerminalStates(),
 		"run_summary": ledger.States(),
 	}
 	for table, states := range tables {
