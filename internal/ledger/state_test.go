@@ -79,7 +79,7 @@ func TestStatesMatchTheSchema(t *testing.T) {
 		"account_progress": ledger.TerminalStates(), "run_shards": ledger.TerminalStates(),
 		"account_completions": ledger.TerminalStates(), "run_completions": ledger.TerminalStates(),
 		"completion_rounds": ledger.TerminalStates(),
-		"run_summary": ledger.States(),
+		"run_summary":       ledger.States(),
 	}
 	for table, states := range tables {
 		for _, s := range states {
