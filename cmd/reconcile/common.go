@@ -93,12 +93,22 @@ func (e *env) logger() (*slog.Logger, error) {
 	switch format {
 	case "text":
 		return slog.New(tint.NewTextHandler(e.stderr, &tint.Options{Level: level, TimeFormat: time.TimeOnly,
-			NoColor: !isTerminal(e.stderr)})), nil
+			NoColor: !isTerminal(e.stderr), ReplaceAttr: durationAsString})), nil
 	case "json":
-		return slog.New(slog.NewJSONHandler(e.stderr, &slog.HandlerOptions{Level: level})), nil
+		return slog.New(slog.NewJSONHandler(e.stderr, &slog.HandlerOptions{Level: level, ReplaceAttr: durationAsString})), nil
 	default:
 		return nil, usageErrorf("--log-format %q: want text, json or auto", e.global.logFormat)
 	}
+}
+
+// durationAsString writes every duration attribute as a Go duration string
+// ("24.498s", "150ms"), in both log formats: slog's JSON handler would
+// otherwise write nanoseconds as an integer ("elapsed":24498000000).
+func durationAsString(_ []string, a slog.Attr) slog.Attr {
+	if a.Value.Kind() == slog.KindDuration {
+		return slog.String(a.Key, a.Value.Duration().String())
+	}
+	return a
 }
 
 func isTerminal(w io.Writer) bool {
