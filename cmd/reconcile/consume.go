@@ -57,7 +57,7 @@ func (f *consumeFlags) register(fs *flag.FlagSet) {
 	fs.IntVar(&f.concurrency, "concurrency", consume.DefaultConcurrency, "workers calling the provider at once")
 	fs.Float64Var(&f.rate, "rate", 0, "shared provider rate limit (calls/s) when none is stored yet; a stored one is kept (a warning says so) unless --save")
 	fs.IntVar(&f.burst, "burst", 0, "shared burst with --rate; 0: the rate, rounded up")
-	fs.BoolVar(&f.save, "save", false, "with --rate: store it as the shared limit of every consumer, like `reconcile limit set`")
+	fs.BoolVar(&f.save, "save", false, "with --rate: store it as the shared limit of every consumer, as reconcile limit set does")
 	fs.IntVar(&f.maxAttempts, "max-attempts", def.MaxAttempts, "attempts for transient failures before an item is dead-lettered")
 	fs.DurationVar(&f.backoffBase, "backoff-base", def.BackoffBase, "first retry delay; doubles per attempt")
 	fs.DurationVar(&f.backoffCap, "backoff-cap", def.BackoffCap, "longest retry delay")

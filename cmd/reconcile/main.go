@@ -69,9 +69,15 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdin i
 	fs.SetOutput(stderr)
 	e.global.register(fs)
 	showVersion := fs.Bool("version", false, "print the version and exit")
-	fs.Usage = func() { usage(stderr) }
+	// The flag package would print its own error, spelling the flag -name.
+	fs.SetOutput(io.Discard)
+	fs.Usage = func() {}
 	if err := fs.Parse(args); err != nil {
-		return usageError(err)
+		if errors.Is(err, flag.ErrHelp) {
+			usage(stderr)
+			return err
+		}
+		return usageErrorf("%s (run `reconcile help`)", dashed(err))
 	}
 	rest := fs.Args()
 	if *showVersion {

@@ -2,7 +2,9 @@ package main
 
 import (
 	"bytes"
+	"context"
 	"log/slog"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -27,6 +29,31 @@ func TestLogsWriteDurationsAsStrings(t *testing.T) {
 		out := stderr.String()
 		if !strings.Contains(out, "24.498s") || !strings.Contains(out, "150ms") || strings.Contains(out, "24498000000") {
 			t.Errorf("%s log: %s", format, out)
+		}
+	}
+}
+
+// TestFlagsAreSpelledWithTwoDashes: help texts and flag errors spell flags
+// as the README does, --date, never the flag package's -date.
+func TestFlagsAreSpelledWithTwoDashes(t *testing.T) {
+	t.Parallel()
+	single := regexp.MustCompile(`(^|[\s:])-[a-z][a-z-]+`)
+	for _, c := range commands() {
+		if c.name == "dlq" || c.name == "limit" || c.name == "audit" {
+			continue // their help lists actions; the actions' flag sets are checked below
+		}
+		var stderr bytes.Buffer
+		_ = run(context.Background(), []string{c.name, "-h"}, func(string) string { return "" }, strings.NewReader(""), &bytes.Buffer{}, &stderr)
+		for _, line := range strings.Split(stderr.String(), "\n") {
+			if strings.HasPrefix(strings.TrimSpace(line), "-") && !strings.HasPrefix(strings.TrimSpace(line), "--") {
+				t.Errorf("%s --help: %q", c.name, line)
+			}
+		}
+	}
+	for _, args := range [][]string{{"enqueue", "--bogus"}, {"consume", "--rate", "x"}, {"cancel", "--date"}, {"--bogus"}, {"dlq", "redrive", "--idd", "1"}} {
+		err := run(context.Background(), args, func(string) string { return "" }, strings.NewReader(""), &bytes.Buffer{}, &bytes.Buffer{})
+		if err == nil || single.MatchString(err.Error()) || !strings.Contains(err.Error(), "--") {
+			t.Errorf("%v: %v", args, err)
 		}
 	}
 }
