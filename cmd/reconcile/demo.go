@@ -292,7 +292,8 @@ func runDemo(ctx context.Context, e *env, logger *slog.Logger, o demoOptions) (d
 		req.Prefix = sharedDemoPrefix
 	}
 	enq, err := runEnqueue(ctx, pool, logger, actorName(), req)
-	if err == nil && enq.Existing {
+	var changed *enqueue.ChangedSourceError
+	if err == nil && enq.Existing || errors.As(err, &changed) {
 		// The date has a run already (a shared database): check it again.
 		req.Rerun = enqueue.RerunAll
 		enq, err = runEnqueue(ctx, pool, logger, actorName(), req)

@@ -187,6 +187,13 @@ func LoadStatus(ctx context.Context, pool *pgxpool.Pool, opts StatusOptions) (St
 	}
 	if st.Consumers > 0 {
 		st.estimate(opts.Now)
+	} else if st.Deadline != nil {
+		for _, r := range st.Runs {
+			if r.Open > 0 {
+				st.Warnings = append(st.Warnings, fmt.Sprintf("%s will miss the deadline %s: %d open items and no consumer seen in the last %s; start `reconcile consume`.",
+					r.ReconciliationID, st.Deadline.UTC().Format(time.RFC3339), r.Open, fmtDuration(opts.ConsumerWindow)))
+			}
+		}
 	}
 	if st.SchedulerFailures, err = loadFailures(ctx, pool, opts.Date, opts.Failures); err != nil {
 		return Status{}, err
