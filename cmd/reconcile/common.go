@@ -8,6 +8,7 @@ import (
 	"io"
 	"log/slog"
 	"os"
+	"regexp"
 	"strings"
 	"time"
 
@@ -47,7 +48,7 @@ func newFlagSet(e *env, name, synopsis, description, example string) *flag.FlagS
 	fs.Usage = func() {
 		w := fs.Output()
 		fmt.Fprintf(w, "Usage: reconcile %s %s\n\n%s\n\nFlags:\n", name, synopsis, description)
-		fs.PrintDefaults()
+		printFlags(fs)
 		fmt.Fprintf(w, "\nExample:\n  %s\n", example)
 	}
 	return fs
@@ -68,12 +69,44 @@ func parseFlags(fs *flag.FlagSet, args []string) error {
 			usage()
 			return err
 		}
-		return usageError(fmt.Errorf("%s: %w (see reconcile %s --help)", fs.Name(), err, fs.Name()))
+		return usageErrorf("%s: %s (see reconcile %s --help)", fs.Name(), dashed(err), fs.Name())
 	}
 	if fs.NArg() > 0 {
 		return usageErrorf("%s: unexpected argument %q (flags start with --)", fs.Name(), fs.Arg(0))
 	}
 	return nil
+}
+
+// printFlags is flag.PrintDefaults with the flags spelled as the README
+// and the errors spell them: --name, not -name.
+func printFlags(fs *flag.FlagSet) {
+	w := fs.Output()
+	fs.VisitAll(func(f *flag.Flag) {
+		name, usage := flag.UnquoteUsage(f)
+		line := "  --" + f.Name
+		if name != "" {
+			line += " " + name
+		}
+		line += "\n    \t" + strings.ReplaceAll(usage, "\n", "\n    \t")
+		if f.DefValue != "" && f.DefValue != "false" && f.DefValue != "0" && f.DefValue != "0s" {
+			if name == "string" {
+				line += fmt.Sprintf(" (default %q)", f.DefValue)
+			} else {
+				line += " (default " + f.DefValue + ")"
+			}
+		}
+		fmt.Fprintln(w, line)
+	})
+}
+
+// flagInError finds the flag package's spelling of a flag in its errors
+// ("flag provided but not defined: -bogus", "invalid value "x" for flag
+// -rate: ...").
+var flagInError = regexp.MustCompile(`(: |flag )-([A-Za-z])`)
+
+// dashed returns a flag parse error's text with its flag spelled --name.
+func dashed(err error) string {
+	return flagInError.ReplaceAllString(err.Error(), "$1--$2")
 }
 
 // logger builds the process's one logger: tint on a terminal, JSON otherwise
@@ -93,12 +126,22 @@ func (e *env) logger() (*slog.Logger, error) {
 	switch format {
 	case "text":
 		return slog.New(tint.NewTextHandler(e.stderr, &tint.Options{Level: level, TimeFormat: time.TimeOnly,
-			NoColor: !isTerminal(e.stderr)})), nil
+			NoColor: !isTerminal(e.stderr), ReplaceAttr: durationAsString})), nil
 	case "json":
-		return slog.New(slog.NewJSONHandler(e.stderr, &slog.HandlerOptions{Level: level})), nil
+		return slog.New(slog.NewJSONHandler(e.stderr, &slog.HandlerOptions{Level: level, ReplaceAttr: durationAsString})), nil
 	default:
 		return nil, usageErrorf("--log-format %q: want text, json or auto", e.global.logFormat)
 	}
+}
+
+// durationAsString writes every duration attribute as a Go duration string
+// ("24.498s", "150ms"), in both log formats: slog's JSON handler would
+// otherwise write nanoseconds as an integer ("elapsed":24498000000).
+func durationAsString(_ []string, a slog.Attr) slog.Attr {
+	if a.Value.Kind() == slog.KindDuration {
+		return slog.String(a.Key, a.Value.Duration().String())
+	}
+	return a
 }
 
 func isTerminal(w io.Writer) bool {

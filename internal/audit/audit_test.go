@@ -90,7 +90,7 @@ func seed(t *testing.T, db testDB) {
 			{"retry_scheduled", "retry_scheduled", 3, 503, "http_503", 800, nil, c},
 			{"retry_scheduled", "matched", 4, 200, "matched", nil, nil, c}}},
 		{runNightly, "tx-1004", "acc-2", "matched", 2, 0, nil, []tr{
-			{"queued", "dead_lettered", 1, 400, "http_400", nil, `{"body":"invalid transaction id"}`, c},
+			{"queued", "dead_lettered", 1, 400, "http_400", nil, `{"detail":"http 400: invalid transaction id"}`, c},
 			{"dead_lettered", "queued", 0, nil, "redrive", nil, nil, "alice@ops-laptop"},
 			{"queued", "matched", 2, 200, "matched", nil, nil, c}}},
 		{runNightly, "tx-1005", "acc-2", "missing", 1, 0, nil, []tr{
@@ -98,8 +98,8 @@ func seed(t *testing.T, db testDB) {
 		{runNightly, "tx-1006", "acc-1", "dead_lettered", 4, 0, nil, []tr{
 			{"queued", "retry_scheduled", 1, 503, "http_503", 400, nil, c},
 			{"retry_scheduled", "retry_scheduled", 2, 503, "http_503", 800, nil, c},
-			{"retry_scheduled", "retry_scheduled", 3, nil, "timeout", 1600, `{"error":"context deadline exceeded"}`, c},
-			{"retry_scheduled", "dead_lettered", 4, 503, "max_attempts", nil, `{"error":"HTTP 503 after 4 attempts"}`, c}}},
+			{"retry_scheduled", "retry_scheduled", 3, nil, "timeout", 1600, `{"detail":"context deadline exceeded"}`, c},
+			{"retry_scheduled", "dead_lettered", 4, 503, "max_attempts", nil, `{"detail":"http 503 after 4 attempts"}`, c}}},
 		{runRerun, "tx-1001", "acc-1", "queued", 0, 0, nil, nil},
 		{runRerun, "tx-1002", "acc-1", "retry_scheduled", 1, 0, nil, []tr{
 			{"queued", "retry_scheduled", 1, 503, "http_503", 400, nil, c}}},
@@ -145,17 +145,30 @@ func seed(t *testing.T, db testDB) {
 			return err
 		}
 		if _, err := tx.Exec(ctx, `
-			INSERT INTO run_completions (run_id, items, matched, mismatched, missing, dead_lettered, provider_calls, throttles, completed_at, completed_by) VALUES
-			  ($1, 6, 3, 1, 1, 1, 13, 2, '2026-10-25 01:42:10+00', 'batch-1:4242'),
-			  ($2, 1, 1, 0, 0, 0, 1, 0, '2026-10-26 01:00:02+00', 'batch-1:4242')`,
+			INSERT INTO run_completions (run_id, round, items, matched, mismatched, missing, dead_lettered, provider_calls, throttles, completed_at, completed_by) VALUES
+			  ($1, 2, 6, 2, 1, 1, 2, 12, 2, '2026-10-25 01:30:00+00', 'batch-1:4242'),
+			  ($2, 1, 1, 1, 0, 0, 0, 1, 0, '2026-10-26 01:00:02+00', 'batch-1:4242')`,
 			runNightly, runNext); err != nil {
 			return err
 		}
+		if _, err := tx.Exec(ctx, `UPDATE runs SET first_completed_at = CASE WHEN run_id = $1 THEN '2026-10-25 01:30:00+00'::timestamptz ELSE completed_at END`,
+			runNightly); err != nil {
+			return err
+		}
+		// tx-1004 was dead-lettered when the night first completed; its
+		// redrive completed the run and acc-2 a second time.
 		if _, err := tx.Exec(ctx, `
-			INSERT INTO account_completions (run_id, account_id, items, matched, mismatched, missing, dead_lettered, provider_calls, throttles, completed_at, completed_by) VALUES
-			  ($1, 'acc-1', 3, 1, 1, 0, 1, 6, 0, '2026-10-25 01:40:00+00', 'batch-1:4242'),
-			  ($1, 'acc-2', 3, 2, 0, 1, 0, 7, 2, '2026-10-25 01:42:10+00', 'batch-1:4242'),
-			  ($2, 'acc-3', 1, 1, 0, 0, 0, 1, 0, '2026-10-26 01:00:02+00', 'batch-1:4242')`,
+			INSERT INTO completion_rounds (run_id, account_id, round, items, matched, mismatched, missing, dead_lettered, cancelled,
+			                               provider_calls, throttles, completed_at, completed_by) VALUES
+			  ($1, NULL,    2, 6, 3, 1, 1, 1, 0, 13, 2, '2026-10-25 01:42:10+00', 'batch-1:4242'),
+			  ($1, 'acc-2', 2, 3, 2, 0, 1, 0, 0, 7, 2, '2026-10-25 01:42:10+00', 'batch-1:4242')`, runNightly); err != nil {
+			return err
+		}
+		if _, err := tx.Exec(ctx, `
+			INSERT INTO account_completions (run_id, account_id, round, items, matched, mismatched, missing, dead_lettered, provider_calls, throttles, completed_at, completed_by) VALUES
+			  ($1, 'acc-1', 1, 3, 1, 1, 0, 1, 6, 0, '2026-10-25 01:40:00+00', 'batch-1:4242'),
+			  ($1, 'acc-2', 2, 3, 1, 0, 1, 1, 6, 2, '2026-10-25 01:30:00+00', 'batch-1:4242'),
+			  ($2, 'acc-3', 1, 1, 1, 0, 0, 0, 1, 0, '2026-10-26 01:00:02+00', 'batch-1:4242')`,
 			runNightly, runNext); err != nil {
 			return err
 		}

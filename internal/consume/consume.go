@@ -189,6 +189,7 @@ func (c *Consumer) Run(ctx context.Context) error {
 
 	claimCtx, stopClaiming := context.WithCancel(ctx)
 	defer stopClaiming()
+	go c.heartbeat(claimCtx)
 
 	var fatalOnce sync.Once
 	var fatal error

@@ -8,6 +8,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"os"
 	"strconv"
 	"sync"
 	"testing"
@@ -268,6 +269,12 @@ func TestConsumeRecordsTheKnownOutcomeOfEveryItem(t *testing.T) {
 	snap := c.Snapshot()
 	if snap.Retried == 0 || snap.DeadLettered == 0 || snap.Outcomes["mismatched"] == 0 {
 		t.Errorf("fault mix not exercised: %+v", snap)
+	}
+	// The consumer announced itself for `reconcile status`.
+	var beats int
+	if err := b.pool.QueryRow(context.Background(), `SELECT count(*) FROM consumers WHERE pid = $1 AND last_seen >= started_at`,
+		os.Getpid()).Scan(&beats); err != nil || beats != 1 {
+		t.Errorf("heartbeat rows of this process = %d, %v; want 1", beats, err)
 	}
 }
 

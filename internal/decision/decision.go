@@ -319,15 +319,15 @@ func Decide(p Policy, in Input, rnd Rand) Decision {
 			}
 			return permanent(d, ReasonUnmappedStatus, detail)
 		case provider.KindCanceled:
-			d.Action, d.Reason, d.Detail = Retry, ReasonCanceled, in.Err.Error()
+			d.Action, d.Reason, d.Detail = Retry, ReasonCanceled, errDetail(in.Err)
 			return d
 		case provider.KindTimeout, provider.KindConnection, provider.KindBadBody, provider.KindBodyTooLarge:
 			if kind == provider.KindBadBody || kind == provider.KindBodyTooLarge {
 				if resp.ShouldRetry != nil && !*resp.ShouldRetry {
-					return permanent(d, kind.String(), detailWithExcerpt(in.Err.Error(), resp.BodyExcerpt))
+					return permanent(d, kind.String(), detailWithExcerpt(errDetail(in.Err), resp.BodyExcerpt))
 				}
 			}
-			return transient(p, in, d, kind.String(), in.Err.Error(), rnd)
+			return transient(p, in, d, kind.String(), errDetail(in.Err), rnd)
 		default:
 			// Not from the client: treat as a connection failure.
 			return transient(p, in, d, ReasonConnection, in.Err.Error(), rnd)
@@ -416,7 +416,11 @@ func transient(p Policy, in Input, d Decision, cause, detail string, rnd Rand) D
 	attempt := max(in.Attempt, 1)
 	if attempt >= p.MaxAttempts {
 		d.Action, d.Reason = DeadLetter, ReasonMaxAttempts
-		d.Detail = fmt.Sprintf("%d attempts, last: %s", attempt, cause)
+		noun := "attempts"
+		if attempt == 1 {
+			noun = "attempt"
+		}
+		d.Detail = fmt.Sprintf("%d %s, last: %s", attempt, noun, cause)
 		if detail != "" {
 			d.Detail += ": " + detail
 		}
@@ -456,6 +460,18 @@ func throttle(p Policy, in Input, d Decision, rnd Rand) Decision {
 		d.Detail = "Retry-After " + resp.RetryAfter.String()
 	}
 	return d
+}
+
+// errDetail is the text of a failed call for a transition's detail: the
+// client's cause alone, since the reason already names the kind and the
+// transition its transaction ("decode body: ...", not "get transaction
+// \"tx\": bad_body: decode body: ..." after a reason bad_body).
+func errDetail(err error) string {
+	var e *provider.Error
+	if errors.As(err, &e) && e.Err != nil {
+		return e.Err.Error()
+	}
+	return err.Error()
 }
 
 func detailWithExcerpt(msg, excerpt string) string {

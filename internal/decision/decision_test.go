@@ -87,21 +87,21 @@ func TestDecide(t *testing.T) {
 		{"503 with Should-Retry false", Input{Response: withSR(st(503), false), Attempt: 1},
 			Decision{Action: DeadLetter, Status: 503, Reason: "http_503", Detail: "Stripe-Should-Retry: false: body"}},
 		{"timeout", Input{Err: provErr(provider.KindTimeout), Attempt: 2},
-			Decision{Action: Retry, Reason: "timeout", Delay: time.Second, CountsAttempt: true, Detail: `get transaction "tx_1": timeout: boom`}},
+			Decision{Action: Retry, Reason: "timeout", Delay: time.Second, CountsAttempt: true, Detail: "boom"}},
 		{"connection error at max", Input{Err: provErr(provider.KindConnection), Attempt: 9},
-			Decision{Action: DeadLetter, Reason: "max_attempts", Detail: `9 attempts, last: connection: get transaction "tx_1": connection: boom`}},
+			Decision{Action: DeadLetter, Reason: "max_attempts", Detail: "9 attempts, last: connection: boom"}},
 		{"foreign error is a connection error", Input{Err: errors.New("dial: no route"), Attempt: 1},
 			Decision{Action: Retry, Reason: "connection", Delay: 500 * time.Millisecond, CountsAttempt: true, Detail: "dial: no route"}},
 		{"unreadable 2xx", Input{Response: provider.Response{Status: 200, BodyExcerpt: "{"}, Err: provErr(provider.KindBadBody), Attempt: 1},
-			Decision{Action: Retry, Status: 200, Reason: "bad_body", Delay: 500 * time.Millisecond, CountsAttempt: true, Detail: `get transaction "tx_1": bad_body: boom`}},
+			Decision{Action: Retry, Status: 200, Reason: "bad_body", Delay: 500 * time.Millisecond, CountsAttempt: true, Detail: "boom"}},
 		{"unreadable 2xx at max", Input{Response: provider.Response{Status: 200}, Err: provErr(provider.KindBadBody), Attempt: 8},
-			Decision{Action: DeadLetter, Status: 200, Reason: "max_attempts", Detail: `8 attempts, last: bad_body: get transaction "tx_1": bad_body: boom`}},
+			Decision{Action: DeadLetter, Status: 200, Reason: "max_attempts", Detail: "8 attempts, last: bad_body: boom"}},
 		{"unreadable 2xx with Should-Retry false", Input{Response: withSR(provider.Response{Status: 200, BodyExcerpt: "{"}, false), Err: provErr(provider.KindBadBody), Attempt: 1},
-			Decision{Action: DeadLetter, Status: 200, Reason: "bad_body", Detail: `get transaction "tx_1": bad_body: boom: {`}},
+			Decision{Action: DeadLetter, Status: 200, Reason: "bad_body", Detail: "boom: {"}},
 		{"oversized 2xx", Input{Response: provider.Response{Status: 200}, Err: provErr(provider.KindBodyTooLarge), Attempt: 3},
-			Decision{Action: Retry, Status: 200, Reason: "body_too_large", Delay: 2 * time.Second, CountsAttempt: true, Detail: `get transaction "tx_1": body_too_large: boom`}},
+			Decision{Action: Retry, Status: 200, Reason: "body_too_large", Delay: 2 * time.Second, CountsAttempt: true, Detail: "boom"}},
 		{"canceled is not an attempt", Input{Err: provErr(provider.KindCanceled), Attempt: 8},
-			Decision{Action: Retry, Reason: "canceled", Detail: `get transaction "tx_1": canceled: boom`}},
+			Decision{Action: Retry, Reason: "canceled", Detail: "boom"}},
 		{"401 stops", Input{Response: st(401), Attempt: 1},
 			Decision{Action: Stop, Status: 401, Reason: "http_401", Detail: "the provider refused the credentials: body"}},
 		{"403 stops even with Should-Retry true", Input{Response: withSR(st(403), true), Attempt: 1},
@@ -124,6 +124,17 @@ func TestDecide(t *testing.T) {
 				t.Errorf("Decide =\n  %+v\nwant\n  %+v", got, tc.want)
 			}
 		})
+	}
+}
+
+// TestDecideSaysEachThingOnce: a dead letter after one attempt says
+// "1 attempt", and the kind of a failed call appears once in its detail.
+func TestDecideSaysEachThingOnce(t *testing.T) {
+	t.Parallel()
+	p := Policy{MaxAttempts: 1}.WithDefaults()
+	got := Decide(p, Input{Response: provider.Response{Status: 200}, Err: provErr(provider.KindBadBody), Attempt: 1, Expected: expected}, half)
+	if want := "1 attempt, last: bad_body: boom"; got.Detail != want {
+		t.Errorf("Detail = %q, want %q", got.Detail, want)
 	}
 }
 

@@ -6,6 +6,8 @@ package enqueue
 import (
 	"cmp"
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
@@ -95,8 +97,8 @@ type Request struct {
 	// Source names the input for the ledger and for error messages: a file
 	// path, "-" for standard input, or table:NAME.
 	Source string
-	// Open opens the input. It is called only when a run is to be created,
-	// so an existing run is reported without reading the file.
+	// Open opens the input. For a date that has a run already, the input
+	// is read only to compare its SHA-256 with the run's.
 	Open func() (io.ReadCloser, error)
 	// Format is the input's syntax. Defaults to payments.FormatAuto.
 	Format payments.Format
@@ -124,6 +126,10 @@ type Result struct {
 	Existing bool
 	// Requeued is the number of items a RerunFailed put back on the queue.
 	Requeued int
+	// Superseded is the previous generation a RerunAll replaced, and
+	// SupersededItems the number of its unfinished items it cancelled.
+	Superseded      ledger.Run
+	SupersededItems int
 	// Elapsed is the time the enqueue took.
 	Elapsed time.Duration
 }
@@ -181,16 +187,25 @@ func (e *Enqueuer) create(ctx context.Context, req Request, next bool) (Result, 
 	err := pgx.BeginFunc(ctx, e.pool, func(tx pgx.Tx) error {
 		generation := 1
 		if next {
-			latest, err := ledger.LatestGeneration(ctx, tx, req.Date)
+			// The latest generation is locked, so concurrent re-runs of the
+			// date take turns, and withdrawn: its unfinished items would
+			// otherwise keep calling the provider next to the new run's.
+			prev, err := ledger.LockLatestRun(ctx, tx, req.Date)
+			if errors.Is(err, ledger.ErrNotFound) {
+				return fmt.Errorf("rerun all of %s: %w", req.Date, ErrNoRun)
+			}
 			if err != nil {
 				return err
 			}
-			if latest == 0 {
-				return fmt.Errorf("rerun all of %s: %w", req.Date, ErrNoRun)
+			generation = prev.Generation + 1
+			res.Superseded = prev
+			if res.SupersededItems, _, err = cancelRun(ctx, e.cfg.Queue, tx, prev,
+				fmt.Sprintf("superseded by generation %d", generation), e.cfg.Actor); err != nil {
+				return err
 			}
-			generation = latest + 1
 		}
-		res = Result{RunID: uuid.New(), Generation: generation, ReconciliationID: PrefixedID(cmp.Or(req.Prefix, "nightly"), req.Date, generation)}
+		res.RunID, res.Generation = uuid.New(), generation
+		res.ReconciliationID = PrefixedID(cmp.Or(req.Prefix, "nightly"), req.Date, generation)
 
 		// A concurrent enqueuer of the same date waits here for ours to
 		// commit, and then finds the run instead of creating a second one.
@@ -201,7 +216,7 @@ func (e *Enqueuer) create(ctx context.Context, req Request, next bool) (Result, 
 			return err
 		}
 		if !created {
-			run, err := ledger.FindRun(ctx, tx, req.Date, generation)
+			run, err := e.existing(ctx, tx, req)
 			if err != nil {
 				return err
 			}
@@ -246,6 +261,59 @@ func (e *Enqueuer) create(ctx context.Context, req Request, next bool) (Result, 
 		e.cfg.Logger.Info("run exists already; nothing enqueued", "run_id", res.RunID, "reconciliation_id", res.ReconciliationID)
 	}
 	return res, nil
+}
+
+// existing returns the date's latest run for an enqueue that found the
+// date taken, after checking that req's input is the one the run was made
+// from: one date, one truth. A different input is a *ChangedSourceError.
+func (e *Enqueuer) existing(ctx context.Context, tx pgx.Tx, req Request) (ledger.Run, error) {
+	latest, err := ledger.LatestGeneration(ctx, tx, req.Date)
+	if err != nil {
+		return ledger.Run{}, err
+	}
+	run, err := ledger.FindRun(ctx, tx, req.Date, latest)
+	if err != nil {
+		return ledger.Run{}, err
+	}
+	if req.Open == nil {
+		return run, nil
+	}
+	in, err := req.Open()
+	if err != nil {
+		return ledger.Run{}, err
+	}
+	defer in.Close()
+	h := sha256.New()
+	if _, err := io.Copy(h, in); err != nil {
+		return ledger.Run{}, fmt.Errorf("read %s: %w", req.Source, err)
+	}
+	if sum := hex.EncodeToString(h.Sum(nil)); sum != run.SourceSHA256 {
+		return ledger.Run{}, &ChangedSourceError{Date: req.Date, Run: run, Source: req.Source, SHA256: sum}
+	}
+	return run, nil
+}
+
+// ChangedSourceError says that a date already has a run made from another
+// input than the one given: enqueuing it again would give the date two
+// truths. Start a new generation from the new input (`--rerun all`), or
+// withdraw the run (`reconcile cancel`).
+type ChangedSourceError struct {
+	// Date is the business date.
+	Date payments.Date
+	// Run is the date's latest run.
+	Run ledger.Run
+	// Source names the input given now.
+	Source string
+	// SHA256 is the SHA-256 (hex) of the input given now.
+	SHA256 string
+}
+
+func (e *ChangedSourceError) Error() string {
+	return fmt.Sprintf("%s already has run %s (generation %d) from another input: its SHA-256 is %s, %s has %s; "+
+		"to reconcile the date from the new input run `reconcile enqueue --date %s --source %s --rerun all` "+
+		"(it withdraws the unfinished items of %s), or withdraw the run with `reconcile cancel --date %s --reason TEXT`",
+		e.Date, e.Run.ReconciliationID, e.Run.Generation, e.Run.SourceSHA256, e.Source, e.SHA256,
+		e.Date, e.Source, e.Run.ReconciliationID, e.Date)
 }
 
 // copyItems streams the input into the ledger's items. It returns the

@@ -2,6 +2,8 @@ package enqueue_test
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
@@ -116,15 +118,43 @@ func TestEnqueueSameDateTwiceIsANoOp(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	opened := false
-	req := request("day.csv", csvDay(10, 2))
-	req.Open = func() (io.ReadCloser, error) { opened = true; return nil, errors.New("must not be read") }
-	second, err := b.enq.Enqueue(ctx, req)
+	second, err := b.enq.Enqueue(ctx, request("day.csv", csvDay(10, 2)))
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !second.Existing || second.RunID != first.RunID || opened {
-		t.Fatalf("second enqueue = %+v (input opened: %v), want the existing run without reading", second, opened)
+	if !second.Existing || second.RunID != first.RunID {
+		t.Fatalf("second enqueue = %+v, want the existing run", second)
+	}
+	if got := b.count(t, `SELECT count(*) FROM items`); got != 10 {
+		t.Errorf("items = %d, want 10", got)
+	}
+}
+
+// TestEnqueueOfAChangedFileIsRefused: one date, one truth. Another export
+// of a date that has a run is refused with both SHA-256s and the commands
+// that would do what the operator means; nothing is written.
+func TestEnqueueOfAChangedFileIsRefused(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	ctx := context.Background()
+	if _, err := b.enq.Enqueue(ctx, request("day.csv", csvDay(10, 2))); err != nil {
+		t.Fatal(err)
+	}
+	var stored string
+	if err := b.pool.QueryRow(ctx, `SELECT source_sha256 FROM runs`).Scan(&stored); err != nil {
+		t.Fatal(err)
+	}
+	changed := csvDay(11, 2)
+	sum := sha256.Sum256([]byte(changed))
+	_, err := b.enq.Enqueue(ctx, request("day-fixed.csv", changed))
+	var cerr *enqueue.ChangedSourceError
+	if !errors.As(err, &cerr) {
+		t.Fatalf("enqueue of another file: err = %v, want a ChangedSourceError", err)
+	}
+	for _, want := range []string{stored, hex.EncodeToString(sum[:]), "--rerun all", "reconcile cancel --date 2026-10-24"} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("error %q does not name %q", err, want)
+		}
 	}
 	if got := b.count(t, `SELECT count(*) FROM items`); got != 10 {
 		t.Errorf("items = %d, want 10", got)
@@ -223,6 +253,18 @@ func TestRerunAllCreatesTheNextGeneration(t *testing.T) {
 	}
 	if got := b.count(t, `SELECT count(*) FROM items WHERE idempotency_key LIKE 'nightly-2026-10-24-g2:%'`); got != 20 {
 		t.Errorf("generation 2 items = %d, want 20", got)
+	}
+	// Generation 1 never started: it is withdrawn, not left calling the
+	// provider next to generation 2.
+	if res.SupersededItems != 20 || res.Superseded.Generation != 1 {
+		t.Errorf("rerun all superseded %d items of generation %d, want 20 of 1", res.SupersededItems, res.Superseded.Generation)
+	}
+	if got := b.count(t, `SELECT count(*) FROM transitions t JOIN runs r USING (run_id)
+		WHERE r.generation = 1 AND t.to_state = 'cancelled' AND t.details ->> 'detail' = 'superseded by generation 2'`); got != 20 {
+		t.Errorf("generation 1 cancel transitions = %d, want 20", got)
+	}
+	if got := b.count(t, `SELECT count(*) FROM queue_messages WHERE state = 'ready'`); got != 20 {
+		t.Errorf("ready messages = %d, want generation 2's 20", got)
 	}
 }
 

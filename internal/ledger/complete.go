@@ -109,40 +109,59 @@ func complete(ctx context.Context, tx DB, cs []Change, changed []changedRow, acc
 const lockRun = `SELECT 1 FROM runs WHERE run_id = $1 FOR NO KEY UPDATE`
 
 // The completion statements; their per-state columns are built from
-// [TerminalStates] once.
+// [TerminalStates] once. The first completion of an account or a run is
+// inserted and never changed afterwards; a later one (after requeued items
+// finished it again) only counts its round there and adds its record to
+// completion_rounds.
 var (
 	completeAccounts = `
-		INSERT INTO account_completions AS c (run_id, account_id, items, ` + perTerminal(`%s`, `, `) + `,
-		                                      provider_calls, throttles, completed_at, completed_by)
-		SELECT p.run_id, p.account_id, p.item_count, ` + perTerminal(`p.%s`, `, `) + `,
-		       p.provider_calls, p.throttles, coalesce(k.at, now()), k.actor
-		  FROM unnest($1::uuid[], $2::text[], $3::timestamptz[], $4::text[]) AS k(run_id, account_id, at, actor)
-		  JOIN account_progress p USING (run_id, account_id)
-		ON CONFLICT (run_id, account_id) DO UPDATE SET ` + completeAgain()
+		WITH k AS (
+		    SELECT p.run_id, p.account_id, p.item_count AS items, ` + perTerminal(`p.%s`, `, `) + `,
+		           p.provider_calls, p.throttles, coalesce(k.at, now()) AS completed_at, k.actor AS completed_by
+		      FROM unnest($1::uuid[], $2::text[], $3::timestamptz[], $4::text[]) AS k(run_id, account_id, at, actor)
+		      JOIN account_progress p USING (run_id, account_id)),
+		up AS (
+		    INSERT INTO account_completions AS c (run_id, account_id, items, ` + perTerminal(`%s`, `, `) + `,
+		                                          provider_calls, throttles, completed_at, completed_by)
+		    SELECT run_id, account_id, items, ` + perTerminal(`%s`, `, `) + `, provider_calls, throttles, completed_at, completed_by
+		      FROM k
+		    ON CONFLICT (run_id, account_id) DO UPDATE SET round = c.round + 1
+		    RETURNING c.run_id, c.account_id, c.round)
+		INSERT INTO completion_rounds (run_id, account_id, round, items, ` + perTerminal(`%s`, `, `) + `,
+		                               provider_calls, throttles, completed_at, completed_by)
+		SELECT k.run_id, k.account_id, up.round, k.items, ` + perTerminal(`k.%s`, `, `) + `,
+		       k.provider_calls, k.throttles, k.completed_at, k.completed_by
+		  FROM up JOIN k USING (run_id, account_id)
+		 WHERE up.round > 1`
 
 	// completeRun runs after lockRun, in a fresh READ COMMITTED snapshot:
 	// the last shard-emptying transaction to get the lock sees all the
-	// others committed, finds no open item and writes the completion.
+	// others committed, finds no open item and writes the completion. It
+	// answers one row when it completed the run.
 	completeRun = `
 		WITH totals AS (
 		    SELECT ` + perTerminal(`sum(%s) AS %s`, `, `) + `,
 		           sum(provider_calls) AS provider_calls, sum(throttles) AS throttles
 		      FROM run_shards WHERE run_id = $1
 		    HAVING sum(remaining) = 0),
-		done AS (UPDATE runs SET completed_at = coalesce($2, now()) FROM totals WHERE run_id = $1)
-		INSERT INTO run_completions AS c (run_id, items, ` + perTerminal(`%s`, `, `) + `,
-		                                  provider_calls, throttles, completed_at, completed_by)
-		SELECT $1, ` + perTerminal(`%s`, ` + `) + `, ` + perTerminal(`%s`, `, `) + `,
-		       provider_calls, throttles, coalesce($2, now()), $3
-		  FROM totals
-		ON CONFLICT (run_id) DO UPDATE SET ` + completeAgain()
+		done AS (
+		    UPDATE runs SET completed_at = coalesce($2, now()),
+		                    first_completed_at = coalesce(first_completed_at, $2, now())
+		      FROM totals WHERE run_id = $1),
+		up AS (
+		    INSERT INTO run_completions AS c (run_id, items, ` + perTerminal(`%s`, `, `) + `,
+		                                      provider_calls, throttles, completed_at, completed_by)
+		    SELECT $1, ` + perTerminal(`%s`, ` + `) + `, ` + perTerminal(`%s`, `, `) + `,
+		           provider_calls, throttles, coalesce($2, now()), $3
+		      FROM totals
+		    ON CONFLICT (run_id) DO UPDATE SET round = c.round + 1
+		    RETURNING c.round),
+		later AS (
+		    INSERT INTO completion_rounds (run_id, account_id, round, items, ` + perTerminal(`%s`, `, `) + `,
+		                                   provider_calls, throttles, completed_at, completed_by)
+		    SELECT $1, NULL, up.round, ` + perTerminal(`totals.%s`, ` + `) + `, ` + perTerminal(`totals.%s`, `, `) + `,
+		           totals.provider_calls, totals.throttles, coalesce($2, now()), $3
+		      FROM up, totals
+		     WHERE up.round > 1)
+		SELECT 1 FROM up`
 )
-
-// completeAgain replaces a completion record when requeued items finished
-// an account or a run a second time.
-func completeAgain() string {
-	return `
-		       round = c.round + 1, items = excluded.items, ` + perTerminal(`%s = excluded.%s`, `, `) + `,
-		       provider_calls = excluded.provider_calls, throttles = excluded.throttles,
-		       completed_at = excluded.completed_at, completed_by = excluded.completed_by`
-}

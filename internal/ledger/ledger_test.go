@@ -178,23 +178,30 @@ func (j *joinCounter) check(t *testing.T, accounts int) {
 	}
 }
 
-// assertCompletionTotals checks the run's and every account's completion
-// record against a direct count of the items.
+// assertCompletionTotals checks the run's and every account's latest
+// completion record (round 1 in run_completions and account_completions,
+// later rounds in completion_rounds) against a direct count of the items.
 func assertCompletionTotals(t *testing.T, pool *pgxpool.Pool, runID uuid.UUID, accounts, round int) {
 	t.Helper()
 	ctx := context.Background()
-	var mismatches, runRows, accountRows int
-	err := pool.QueryRow(ctx, `
-		WITH direct AS (
-		    SELECT count(*) AS items, count(*) FILTER (WHERE state = 'matched') AS matched,
+	const counts = `count(*) AS items, count(*) FILTER (WHERE state = 'matched') AS matched,
 		           count(*) FILTER (WHERE state = 'mismatched') AS mismatched,
 		           count(*) FILTER (WHERE state = 'missing') AS missing,
 		           count(*) FILTER (WHERE state = 'dead_lettered') AS dead_lettered,
-		           sum(attempts) AS calls, sum(throttles) AS throttles
-		      FROM items WHERE run_id = $1)
-		SELECT (SELECT count(*) FROM run_completions c, direct d WHERE c.run_id = $1 AND c.round = $2 AND
-		        (c.items, c.matched, c.mismatched, c.missing, c.dead_lettered, c.provider_calls, c.throttles) <>
-		        (d.items, d.matched, d.mismatched, d.missing, d.dead_lettered, d.calls, d.throttles)),
+		           count(*) FILTER (WHERE state = 'cancelled') AS cancelled,
+		           sum(attempts) AS calls, sum(throttles) AS throttles`
+	const fields = `items, matched, mismatched, missing, dead_lettered, cancelled, provider_calls, throttles`
+	var mismatches, runRows, accountRows int
+	err := pool.QueryRow(ctx, `
+		WITH direct AS (SELECT `+counts+` FROM items WHERE run_id = $1),
+		latest AS (
+		    SELECT `+fields+` FROM run_completions WHERE run_id = $1 AND $2 = 1
+		    UNION ALL
+		    SELECT `+fields+` FROM completion_rounds WHERE run_id = $1 AND account_id IS NULL AND round = $2)
+		SELECT (SELECT count(*) FROM latest c, direct d WHERE
+		        (c.items, c.matched, c.mismatched, c.missing, c.dead_lettered, c.cancelled, c.provider_calls, c.throttles) <>
+		        (d.items, d.matched, d.mismatched, d.missing, d.dead_lettered, d.cancelled, d.calls, d.throttles))
+		       + (SELECT 1 - count(*) FROM latest),
 		       (SELECT count(*) FROM run_completions WHERE run_id = $1 AND round = $2),
 		       (SELECT count(*) FROM account_completions WHERE run_id = $1 AND round = $2)`, runID, round).
 		Scan(&mismatches, &runRows, &accountRows)
@@ -202,33 +209,35 @@ func assertCompletionTotals(t *testing.T, pool *pgxpool.Pool, runID uuid.UUID, a
 		t.Fatal(err)
 	}
 	if runRows != 1 || mismatches != 0 {
-		t.Errorf("run completion rows (round %d) = %d, rows with wrong totals = %d; want 1 and 0", round, runRows, mismatches)
+		t.Errorf("run completion rows (round %d) = %d, records with wrong totals = %d; want 1 and 0", round, runRows, mismatches)
 	}
 	if accountRows != accounts {
 		t.Errorf("account completion rows (round %d) = %d, want %d", round, accountRows, accounts)
 	}
 	var wrong int
 	if err := pool.QueryRow(ctx, `
-		SELECT count(*) FROM account_completions c
-		  JOIN (SELECT account_id, count(*) AS items, count(*) FILTER (WHERE state = 'matched') AS matched,
-		               count(*) FILTER (WHERE state = 'mismatched') AS mismatched,
-		               count(*) FILTER (WHERE state = 'missing') AS missing,
-		               count(*) FILTER (WHERE state = 'dead_lettered') AS dead_lettered,
-		               sum(attempts) AS calls, sum(throttles) AS throttles
-		          FROM items WHERE run_id = $1 GROUP BY account_id) d USING (account_id)
-		 WHERE c.run_id = $1 AND (c.items, c.matched, c.mismatched, c.missing, c.dead_lettered, c.provider_calls, c.throttles) <>
-		                         (d.items, d.matched, d.mismatched, d.missing, d.dead_lettered, d.calls, d.throttles)`, runID).Scan(&wrong); err != nil {
+		WITH latest AS (
+		    SELECT DISTINCT ON (account_id) account_id, `+fields+`
+		      FROM (SELECT account_id, 1 AS round, `+fields+` FROM account_completions WHERE run_id = $1
+		            UNION ALL
+		            SELECT account_id, round, `+fields+` FROM completion_rounds WHERE run_id = $1 AND account_id IS NOT NULL) r
+		     ORDER BY account_id, round DESC)
+		SELECT count(*) FROM latest c
+		  JOIN (SELECT account_id, `+counts+` FROM items WHERE run_id = $1 GROUP BY account_id) d USING (account_id)
+		 WHERE (c.items, c.matched, c.mismatched, c.missing, c.dead_lettered, c.cancelled, c.provider_calls, c.throttles) <>
+		       (d.items, d.matched, d.mismatched, d.missing, d.dead_lettered, d.cancelled, d.calls, d.throttles)`, runID).Scan(&wrong); err != nil {
 		t.Fatal(err)
 	}
 	if wrong != 0 {
 		t.Errorf("%d account completions disagree with a direct count", wrong)
 	}
-	var completedAt *string
-	if err := pool.QueryRow(ctx, `SELECT completed_at::text FROM runs WHERE run_id = $1`, runID).Scan(&completedAt); err != nil {
+	var completedAt, firstCompletedAt *string
+	if err := pool.QueryRow(ctx, `SELECT completed_at::text, first_completed_at::text FROM runs WHERE run_id = $1`, runID).
+		Scan(&completedAt, &firstCompletedAt); err != nil {
 		t.Fatal(err)
 	}
-	if completedAt == nil {
-		t.Error("runs.completed_at is NULL after completion")
+	if completedAt == nil || firstCompletedAt == nil {
+		t.Errorf("runs.completed_at = %v, first_completed_at = %v after completion, want both set", completedAt, firstCompletedAt)
 	}
 }
 
@@ -358,6 +367,10 @@ func TestRequeueReopensAndRecompletes(t *testing.T) {
 		}
 	}
 	assertCompletionTotals(t, pool, runID, 2, 1)
+	var completedAt time.Time
+	if err := pool.QueryRow(ctx, `SELECT completed_at FROM runs WHERE run_id = $1`, runID).Scan(&completedAt); err != nil {
+		t.Fatal(err)
+	}
 
 	var ids []string
 	err := pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
@@ -385,12 +398,21 @@ func TestRequeueReopensAndRecompletes(t *testing.T) {
 		}
 	}
 	assertCompletionTotals(t, pool, runID, 2, 2)
-	var matched int
-	if err := pool.QueryRow(ctx, `SELECT matched FROM run_completions WHERE run_id = $1`, runID).Scan(&matched); err != nil {
+	// The first completion record stays as the auditor saw it; the second
+	// round is a record of its own.
+	var first, again, firstAt, firstAtNow int
+	if err := pool.QueryRow(ctx, `
+		SELECT (SELECT matched FROM run_completions WHERE run_id = $1),
+		       (SELECT matched FROM completion_rounds WHERE run_id = $1 AND account_id IS NULL AND round = 2),
+		       (SELECT count(*) FROM runs WHERE run_id = $1 AND first_completed_at = $2),
+		       (SELECT count(*) FROM account_completions WHERE run_id = $1 AND dead_lettered > 0)`,
+		runID, completedAt).Scan(&first, &again, &firstAt, &firstAtNow); err != nil {
 		t.Fatal(err)
 	}
-	if matched != 3 {
-		t.Fatalf("matched = %d after redrive, want 3", matched)
+	if first != 1 || again != 3 || firstAt != 1 || firstAtNow != 2 {
+		t.Errorf("after the redrive: first record matched %d (want 1), round 2 matched %d (want 3), "+
+			"first_completed_at kept: %v, accounts' first records with their dead letters: %d (want 2)",
+			first, again, firstAt == 1, firstAtNow)
 	}
 }
 

@@ -69,6 +69,23 @@ type Run struct {
 	Generation       int
 	// Items is the run's item count as recorded by FinishRun.
 	Items int
+	// SourceSHA256 is the SHA-256 (hex) of the input the run was created
+	// from.
+	SourceSHA256 string
+	// Completed is true when no item of the run is open.
+	Completed bool
+	// Cancelled is true when the run was withdrawn (CancelRun).
+	Cancelled bool
+}
+
+// runColumns are the columns scanned by scanRun.
+const runColumns = `run_id, reconciliation_id, generation, item_count, source_sha256,
+	completed_at IS NOT NULL, cancelled_at IS NOT NULL`
+
+func scanRun(row pgx.Row) (Run, error) {
+	var r Run
+	err := row.Scan(&r.RunID, &r.ReconciliationID, &r.Generation, &r.Items, &r.SourceSHA256, &r.Completed, &r.Cancelled)
+	return r, err
 }
 
 // LatestGeneration returns the highest generation of the date's runs, 0
@@ -84,10 +101,8 @@ func LatestGeneration(ctx context.Context, db DB, d payments.Date) (int, error) 
 
 // FindRun returns the run of the date and generation, or ErrNotFound.
 func FindRun(ctx context.Context, db DB, d payments.Date, generation int) (Run, error) {
-	var r Run
-	err := db.QueryRow(ctx, `SELECT run_id, reconciliation_id, generation, item_count FROM runs
-		WHERE business_date = $1 AND generation = $2`, d.String(), generation).
-		Scan(&r.RunID, &r.ReconciliationID, &r.Generation, &r.Items)
+	r, err := scanRun(db.QueryRow(ctx, `SELECT `+runColumns+` FROM runs
+		WHERE business_date = $1 AND generation = $2`, d.String(), generation))
 	if errors.Is(err, pgx.ErrNoRows) {
 		return Run{}, fmt.Errorf("find run %d of %s: %w", generation, d, ErrNotFound)
 	}
@@ -102,15 +117,23 @@ func FindRun(ctx context.Context, db DB, d payments.Date, generation int) (Run, 
 // concurrent requeues of the date take turns. It returns ErrNotFound when
 // the date has no run.
 func LockLatestRun(ctx context.Context, tx DB, d payments.Date) (Run, error) {
-	var r Run
-	err := tx.QueryRow(ctx, `SELECT run_id, reconciliation_id, generation, item_count FROM runs
-		WHERE business_date = $1 ORDER BY generation DESC LIMIT 1 FOR NO KEY UPDATE`, d.String()).
-		Scan(&r.RunID, &r.ReconciliationID, &r.Generation, &r.Items)
+	return LockRun(ctx, tx, d, 0)
+}
+
+// LockRun is LockLatestRun for the given generation; 0 means the latest.
+func LockRun(ctx context.Context, tx DB, d payments.Date, generation int) (Run, error) {
+	what := "latest run"
+	if generation > 0 {
+		what = fmt.Sprintf("run %d", generation)
+	}
+	r, err := scanRun(tx.QueryRow(ctx, `SELECT `+runColumns+` FROM runs
+		WHERE business_date = $1 AND ($2 = 0 OR generation = $2)
+		ORDER BY generation DESC LIMIT 1 FOR NO KEY UPDATE`, d.String(), generation))
 	if errors.Is(err, pgx.ErrNoRows) {
-		return Run{}, fmt.Errorf("find latest run of %s: %w", d, ErrNotFound)
+		return Run{}, fmt.Errorf("find %s of %s: %w", what, d, ErrNotFound)
 	}
 	if err != nil {
-		return Run{}, fmt.Errorf("find latest run of %s: %w", d, err)
+		return Run{}, fmt.Errorf("find %s of %s: %w", what, d, err)
 	}
 	return r, nil
 }

@@ -78,7 +78,7 @@ func TestCreateRunOncePerDateAndGeneration(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if want := (ledger.Run{RunID: runID, ReconciliationID: "nightly-" + d.String(), Generation: 1, Items: 5}); run != want {
+	if want := (ledger.Run{RunID: runID, ReconciliationID: "nightly-" + d.String(), Generation: 1, Items: 5, SourceSHA256: "sha"}); run != want {
 		t.Errorf("FindRun = %+v, want %+v", run, want)
 	}
 	if g, err := ledger.LatestGeneration(ctx, pool, d); err != nil || g != 1 {

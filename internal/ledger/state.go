@@ -18,6 +18,10 @@ const (
 	Mismatched     State = "mismatched"
 	Missing        State = "missing"
 	DeadLettered   State = "dead_lettered"
+	// Cancelled is the outcome of an item whose run was withdrawn before
+	// it was checked: `reconcile cancel`, or a newer generation superseding
+	// it (see [CancelItems]).
+	Cancelled State = "cancelled"
 )
 
 // States returns every item state, the open ones first and then the
@@ -39,7 +43,7 @@ func OpenStates() []State {
 // completion counters have one column per terminal state. Each call returns
 // a new slice.
 func TerminalStates() []State {
-	return []State{Matched, Mismatched, Missing, DeadLettered}
+	return []State{Matched, Mismatched, Missing, DeadLettered, Cancelled}
 }
 
 // Terminal reports whether s is a final outcome.

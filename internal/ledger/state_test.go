@@ -78,7 +78,8 @@ func TestStatesMatchTheSchema(t *testing.T) {
 	tables := map[string][]ledger.State{
 		"account_progress": ledger.TerminalStates(), "run_shards": ledger.TerminalStates(),
 		"account_completions": ledger.TerminalStates(), "run_completions": ledger.TerminalStates(),
-		"run_summary": ledger.States(),
+		"completion_rounds": ledger.TerminalStates(),
+		"run_summary":       ledger.States(),
 	}
 	for table, states := range tables {
 		for _, s := range states {

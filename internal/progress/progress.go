@@ -226,7 +226,11 @@ func (r *Reporter) draw(final bool) {
 			progressbar.OptionShowCount(),
 			progressbar.OptionShowIts(),
 			progressbar.OptionSetItsString("items"),
-			progressbar.OptionSetPredictTime(true),
+			// The bar's own prediction counts from its start and would
+			// disagree with the ETA in the description, which follows the
+			// recent rate: show its elapsed time only.
+			progressbar.OptionSetPredictTime(false),
+			progressbar.OptionSetElapsedTime(true),
 			progressbar.OptionShowDescriptionAtLineEnd(),
 			progressbar.OptionThrottle(0),
 		)

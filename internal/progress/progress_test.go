@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"log/slog"
+	"regexp"
 	"strings"
 	"sync"
 	"testing"
@@ -188,6 +189,14 @@ func TestBarDrawsCountAndDescription(t *testing.T) {
 	}
 	f.set(10, 40, 2)
 	r.Step(context.Background())
+	clk.advance(time.Second)
+	f.set(20, 40, 2)
+	r.Step(context.Background())
+	// One ETA per frame, the description's: the bar's own prediction
+	// ("[1s:3s]") would disagree with it.
+	if frame := out.String(); !strings.Contains(frame, "ETA 2s") || regexp.MustCompile(`\[[^\]]*:[^\]]*\]`).MatchString(frame) {
+		t.Errorf("bar shows another ETA than the description's:\n%q", frame)
+	}
 	clk.advance(time.Second)
 	f.set(40, 40, 2)
 	r.Finish(context.Background())

@@ -36,6 +36,11 @@ const filterSQL = `state = 'dead'
    AND ($1::uuid IS NULL OR run_id = $1)
    AND ($2::bigint[] IS NULL OR message_id = ANY ($2))`
 
+// ReasonCancelled is the dead-letter reason of the messages of a withdrawn
+// run (DeadLetterKeys). Redrive leaves them alone: their items are
+// cancelled, not failed.
+const ReasonCancelled = "cancelled"
+
 // DeadLetter is one dead-lettered message.
 type DeadLetter struct {
 	// ID identifies the message.
@@ -88,8 +93,8 @@ SELECT message_id, coalesce(reason, ''), coalesce(last_error, ''), deliveries, e
 	return dls, nil
 }
 
-// Redrive moves the dead letters selected by f back to the queue, visible
-// now, with their delivery count and Attempt reset: a redriven item gets a
+// Redrive moves the dead letters selected by f, except those of a
+// withdrawn run (reason ReasonCancelled), back to the queue, visible now, with their delivery count and Attempt reset: a redriven item gets a
 // fresh failure budget (the ledger item keeps counting every provider call).
 // It runs in the caller's transaction and returns the messages
 // it moved, so the caller can record the ledger transitions in the same
@@ -101,7 +106,7 @@ WITH moved AS (
     UPDATE queue_messages
        SET state = 'ready', visible_at = coalesce($3::timestamptz, now()), deliveries = 0, attempt = 0, lease = NULL,
            reason = 'redrive', changed_at = coalesce($3::timestamptz, now())
-     WHERE `+filterSQL+`
+     WHERE `+filterSQL+` AND reason IS DISTINCT FROM '`+ReasonCancelled+`'
     RETURNING message_id, run_id, reconciliation_id, transaction_id, idempotency_key, attempt),
 notified AS (
     SELECT pg_notify('`+Channel+`', '') FROM (SELECT count(*) AS n FROM moved) c WHERE c.n > 0)
@@ -199,4 +204,24 @@ HAVING grouping(run_id) = 1 OR count(*) FILTER (WHERE state <> 'acked') > 0
 		return Stats{}, fmt.Errorf("count messages: %w", err)
 	}
 	return s, nil
+}
+
+// DeadLetterKeys dead-letters the messages with the given idempotency keys
+// that are still ready (available, delayed or in flight), with reason and
+// lastError, in the caller's transaction: the messages of a withdrawn run's
+// items. A lease in flight is voided, so its holder's ack, retry or
+// dead-letter changes nothing (ErrStaleLease). It returns the number of
+// messages dead-lettered.
+func (q *Queue) DeadLetterKeys(ctx context.Context, db DB, keys []string, reason, lastError string) (int, error) {
+	if len(keys) == 0 {
+		return 0, nil
+	}
+	tag, err := db.Exec(ctx, `
+UPDATE queue_messages
+   SET state = 'dead', lease = NULL, reason = $2, last_error = $3, changed_at = coalesce($4::timestamptz, now())
+ WHERE idempotency_key = ANY ($1) AND state = 'ready'`, keys, reason, lastError, q.now())
+	if err != nil {
+		return 0, fmt.Errorf("dead-letter %d messages: %w", len(keys), err)
+	}
+	return int(tag.RowsAffected()), nil
 }

@@ -132,6 +132,12 @@ func (l *Listener) Wait(ctx context.Context, maxWait time.Duration) error {
 	if l.poll {
 		return l.pollWait(ctx, deadline)
 	}
+	if l.conn != nil && l.conn.IsClosed() {
+		// An earlier Wait whose context ended mid-query left the connection
+		// closed (pgx closes it on cancellation): that is no outage, so
+		// reconnect without a warning.
+		l.conn = nil
+	}
 	if l.conn == nil {
 		if err := l.connect(ctx); err != nil {
 			return l.fallback(ctx, deadline, err)
@@ -213,9 +219,13 @@ SELECT (extract(epoch FROM min(visible_at) - coalesce($1::timestamptz, now())) *
 	return time.Duration(*micros) * time.Microsecond, nil
 }
 
-// fallback drops the broken connection and sleeps until deadline.
+// fallback drops the broken connection and sleeps until deadline. When ctx
+// has ended the failure is the cancellation's doing: it returns quietly.
 func (l *Listener) fallback(ctx context.Context, deadline time.Time, err error) error {
 	if ctx.Err() != nil {
+		if l.conn != nil && l.conn.IsClosed() {
+			l.conn = nil
+		}
 		return ctx.Err()
 	}
 	l.drop(ctx)

@@ -698,3 +698,32 @@ func TestListenerOutageLogsOneLineWithACount(t *testing.T) {
 		t.Fatalf("log after 50 failed waits:\n%s", logs.String())
 	}
 }
+
+// TestListenerReconnectsQuietlyAfterACancelledWait: a Wait cancelled in the
+// middle of its query leaves a closed connection behind (pgx closes it); the
+// next Wait reconnects without warning that the listener is unavailable,
+// which would end every clean `consume --until-done` with a WARN.
+func TestListenerReconnectsQuietlyAfterACancelledWait(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	var logs bytes.Buffer
+	b := setup(t, Config{Logger: slog.New(slog.NewTextHandler(&logs, nil))}, false)
+	l, err := b.q.Listen(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close(ctx)
+	// What a cancellation mid-query does to the connection.
+	if err := l.conn.Close(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := l.Wait(ctx, 50*time.Millisecond); err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(logs.String(), "WARN") {
+		t.Errorf("Wait after a cancelled one warned:\n%s", logs.String())
+	}
+	if l.conn == nil || l.conn.IsClosed() {
+		t.Error("listener did not reconnect")
+	}
+}

@@ -97,6 +97,10 @@ func (st Status) WriteText(w io.Writer) error {
 		q := r.Queue
 		fmt.Fprintf(bw, "  queue     %d available, %d in flight, %d delayed, %d dead letters; oldest waiting %s\n",
 			q.Available, q.InFlight, q.Delayed, q.DeadLettered, fmtWaiting(q))
+		if r.Open > 0 && st.Consumers == 0 {
+			fmt.Fprintf(bw, "  eta       none: no consumer seen in the last %s (start `reconcile consume`)\n",
+				fmtDuration(time.Duration(st.ConsumerWindowSeconds*float64(time.Second))))
+		}
 		if r.ETASeconds != nil {
 			fmt.Fprintf(bw, "  eta       %s at the effective %s/s (configured %s/s): about %s\n",
 				fmtDuration(time.Duration(*r.ETASeconds)*time.Second), fmtRate(l.EffectiveRate), fmtRate(l.ConfiguredRate),

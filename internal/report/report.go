@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"strconv"
+	"strings"
 	"text/tabwriter"
 	"time"
 
@@ -85,6 +86,16 @@ type Discrepancy struct {
 	Attempts int `json:"attempts"`
 	// CheckedAt is when the item was found mismatched.
 	CheckedAt *time.Time `json:"checked_at"`
+	// AmountMinor, Currency and Status are the expected record, from the
+	// source, so the money at stake is on the row.
+	AmountMinor int64  `json:"amount_minor"`
+	Currency    string `json:"currency"`
+	Status      string `json:"status"`
+	// ProviderAmountMinor, ProviderCurrency and ProviderStatus are the
+	// provider's record.
+	ProviderAmountMinor int64  `json:"provider_amount_minor"`
+	ProviderCurrency    string `json:"provider_currency"`
+	ProviderStatus      string `json:"provider_status"`
 }
 
 // Item is one payment of the run with its outcome.
@@ -122,6 +133,11 @@ type DeadLetter struct {
 	// Detail is the error text or body excerpt recorded with it.
 	Detail         string     `json:"detail"`
 	DeadLetteredAt *time.Time `json:"dead_lettered_at"`
+	// AmountMinor, Currency and Status are the expected record, from the
+	// source: the money nothing is known about.
+	AmountMinor int64  `json:"amount_minor"`
+	Currency    string `json:"currency"`
+	Status      string `json:"status"`
 }
 
 // Load reads the report of the run opts selects; ErrNoRun when the date or
@@ -153,7 +169,9 @@ func Load(ctx context.Context, db DB, opts Options) (Report, error) {
 	}
 
 	rows, err := db.Query(ctx, `
-		SELECT d.transaction_id, d.account_id, d.field, d.expected, d.provider, i.attempts, d.checked_at
+		SELECT d.transaction_id, d.account_id, d.field, d.expected, d.provider, i.attempts, d.checked_at,
+		       i.amount_minor, i.currency, i.status, coalesce(i.provider_amount_minor, 0),
+		       coalesce(i.provider_currency, ''), coalesce(i.provider_status, '')
 		  FROM discrepancies d JOIN items i USING (run_id, transaction_id)
 		 WHERE d.run_id = $1 ORDER BY d.transaction_id, d.field`, r.RunID)
 	if err != nil {
@@ -166,9 +184,11 @@ func Load(ctx context.Context, db DB, opts Options) (Report, error) {
 		return Report{}, err
 	}
 	rows, err = db.Query(ctx, `
-		SELECT transaction_id, account_id, attempts, throttles, coalesce(reason, ''), http_status,
-		       coalesce(details ->> 'detail', details ->> 'error', ''), dead_lettered_at
-		  FROM dead_lettered_items WHERE run_id = $1 ORDER BY transaction_id`, r.RunID)
+		SELECT d.transaction_id, d.account_id, d.attempts, d.throttles, coalesce(d.reason, ''), d.http_status,
+		       coalesce(d.details ->> 'detail', d.details ->> 'error', ''), d.dead_lettered_at,
+		       i.amount_minor, i.currency, i.status
+		  FROM dead_lettered_items d JOIN items i USING (run_id, transaction_id)
+		 WHERE d.run_id = $1 ORDER BY d.transaction_id`, r.RunID)
 	if err != nil {
 		return Report{}, fmt.Errorf("read dead letters of %s: %w", r.ReconciliationID, err)
 	}
@@ -265,8 +285,7 @@ func utcItems(items []Item) []Item {
 //     field).
 //   - reconciliation_id, business_date (YYYY-MM-DD), generation: the run.
 //   - transaction_id, account_id: the payment.
-//   - amount_minor, currency, status: the expected record, from the source
-//     (missing and item rows; empty on the others).
+//   - amount_minor, currency, status: the expected record, from the source.
 //   - outcome: the item's state (matched, mismatched, missing,
 //     dead_lettered; queued or retry_scheduled while open).
 //   - field, expected, provider: for discrepancy rows, the differing field
@@ -278,7 +297,8 @@ func utcItems(items []Item) []Item {
 //   - attempts: provider calls made for the item.
 //   - throttles: how many of them were answered 429 (missing, dead_letter and
 //     item rows).
-//   - detail: dead_letter rows: the recorded error text or body excerpt.
+//   - detail: dead_letter rows: the recorded error text or body excerpt, on
+//     one line (runs of white space, newlines included, become one space).
 //   - at: RFC 3339 UTC instant the item reached its terminal state (for
 //     dead_letter rows, when it was dead-lettered); empty while open.
 //
@@ -286,9 +306,11 @@ func utcItems(items []Item) []Item {
 // with commas, quotes or newlines double-quoted), except that lines end in
 // \n. Columns may be appended in v1; none are renamed, removed or
 // reordered.
+//   - provider_amount_minor, provider_currency, provider_status: for
+//     discrepancy rows, the provider's record; empty otherwise.
 var CSVHeader = []string{"record", "reconciliation_id", "business_date", "generation", "transaction_id", "account_id",
 	"amount_minor", "currency", "status", "outcome", "field", "expected", "provider", "reason", "http_status",
-	"attempts", "throttles", "detail", "at"}
+	"attempts", "throttles", "detail", "at", "provider_amount_minor", "provider_currency", "provider_status"}
 
 // WriteCSV writes the report in the CSV layout documented at CSVHeader.
 func (rep Report) WriteCSV(w io.Writer) error {
@@ -299,16 +321,17 @@ func (rep Report) WriteCSV(w io.Writer) error {
 	}
 	_ = cw.Write(CSVHeader)
 	for _, d := range rep.Discrepancies {
-		write("discrepancy", d.TransactionID, d.AccountID, "", "", "", "mismatched", d.Field, d.Expected, d.Provider,
-			"mismatched", "", strconv.Itoa(d.Attempts), "", "", csvTime(d.CheckedAt))
+		write("discrepancy", d.TransactionID, d.AccountID, strconv.FormatInt(d.AmountMinor, 10), d.Currency, d.Status,
+			"mismatched", d.Field, d.Expected, d.Provider, "mismatched", "", strconv.Itoa(d.Attempts), "", "",
+			csvTime(d.CheckedAt), strconv.FormatInt(d.ProviderAmountMinor, 10), d.ProviderCurrency, d.ProviderStatus)
 	}
 	for _, it := range rep.Missing {
 		write("missing", itemCells(it)...)
 	}
 	for _, d := range rep.DeadLetters {
-		write("dead_letter", d.TransactionID, d.AccountID, "", "", "", "dead_lettered", "", "", "",
-			d.Reason, httpStatus(d.HTTPStatus), strconv.Itoa(d.Attempts), strconv.Itoa(d.Throttles), d.Detail,
-			csvTime(d.DeadLetteredAt))
+		write("dead_letter", d.TransactionID, d.AccountID, strconv.FormatInt(d.AmountMinor, 10), d.Currency, d.Status,
+			"dead_lettered", "", "", "", d.Reason, httpStatus(d.HTTPStatus), strconv.Itoa(d.Attempts),
+			strconv.Itoa(d.Throttles), oneLine(d.Detail), csvTime(d.DeadLetteredAt), "", "", "")
 	}
 	for _, it := range rep.Items {
 		write("item", itemCells(it)...)
@@ -320,7 +343,15 @@ func (rep Report) WriteCSV(w io.Writer) error {
 func itemCells(it Item) []string {
 	return []string{it.TransactionID, it.AccountID, strconv.FormatInt(it.AmountMinor, 10), it.Currency, it.Status,
 		it.Outcome, "", "", "", it.LastReason, httpStatus(it.LastHTTPStatus), strconv.Itoa(it.Attempts),
-		strconv.Itoa(it.Throttles), "", csvTime(it.CheckedAt)}
+		strconv.Itoa(it.Throttles), "", csvTime(it.CheckedAt), "", "", ""}
+}
+
+// oneLine puts an error text or body excerpt on one line: every run of
+// white space (newlines of a pretty-printed body included) becomes one
+// space, so a CSV field or a table cell holds no raw newline and no quoted
+// escapes.
+func oneLine(s string) string {
+	return strings.Join(strings.Fields(s), " ")
 }
 
 func httpStatus(s *int) string {
@@ -356,9 +387,10 @@ func (rep Report) WriteTable(w io.Writer) error {
 		fmt.Fprintln(tw, header)
 		return true
 	}
-	if section("discrepancies", len(rep.Discrepancies), "TRANSACTION\tACCOUNT\tFIELD\tEXPECTED\tPROVIDER") {
+	if section("discrepancies", len(rep.Discrepancies), "TRANSACTION\tACCOUNT\tAMOUNT_MINOR\tCURRENCY\tSTATUS\tFIELD\tEXPECTED\tPROVIDER") {
 		for _, d := range rep.Discrepancies {
-			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", cell(d.TransactionID), cell(d.AccountID), d.Field, cell(d.Expected), cell(d.Provider))
+			fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%s\t%s\t%s\t%s\n", cell(d.TransactionID), cell(d.AccountID), d.AmountMinor,
+				d.Currency, d.Status, d.Field, cell(d.Expected), cell(d.Provider))
 		}
 	}
 	if section("missing at the provider", len(rep.Missing), "TRANSACTION\tACCOUNT\tAMOUNT_MINOR\tCURRENCY\tSTATUS\tATTEMPTS") {
@@ -366,10 +398,11 @@ func (rep Report) WriteTable(w io.Writer) error {
 			fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%s\t%d\n", cell(it.TransactionID), cell(it.AccountID), it.AmountMinor, it.Currency, it.Status, it.Attempts)
 		}
 	}
-	if section("dead letters", len(rep.DeadLetters), "TRANSACTION\tACCOUNT\tREASON\tHTTP\tATTEMPTS\tTHROTTLES\tDETAIL") {
+	if section("dead letters", len(rep.DeadLetters), "TRANSACTION\tACCOUNT\tAMOUNT_MINOR\tCURRENCY\tSTATUS\tREASON\tHTTP\tATTEMPTS\tTHROTTLES\tDETAIL") {
 		for _, d := range rep.DeadLetters {
-			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%d\t%s\n", cell(d.TransactionID), cell(d.AccountID), d.Reason,
-				cell(httpStatus(d.HTTPStatus)), d.Attempts, d.Throttles, cell(d.Detail))
+			fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%s\t%s\t%s\t%d\t%d\t%s\n", cell(d.TransactionID), cell(d.AccountID),
+				d.AmountMinor, d.Currency, d.Status, d.Reason, cell(httpStatus(d.HTTPStatus)), d.Attempts, d.Throttles,
+				cell(oneLine(d.Detail)))
 		}
 	}
 	if rep.Items != nil && section("items", len(rep.Items), "TRANSACTION\tACCOUNT\tAMOUNT_MINOR\tCURRENCY\tSTATUS\tOUTCOME\tATTEMPTS\tTHROTTLES\tLAST_HTTP\tLAST_REASON") {

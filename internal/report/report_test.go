@@ -175,7 +175,24 @@ func TestStatusAndReportOfAKnownRun(t *testing.T) {
 	ctx := context.Background()
 	now := t0.Add(5 * time.Minute)
 
-	st, err := report.LoadStatus(ctx, pool, report.StatusOptions{Now: now, Deadline: now.Add(time.Second)})
+	// Without a consumer's heartbeat, an open run gets no ETA but a note.
+	st, err := report.LoadStatus(ctx, pool, report.StatusOptions{Now: now})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var text bytes.Buffer
+	if err := st.WriteText(&text); err != nil {
+		t.Fatal(err)
+	}
+	if st.Runs[0].ETASeconds != nil || !strings.Contains(text.String(), "no consumer seen in the last 30s") {
+		t.Errorf("status without a consumer: ETA %v,\n%s", st.Runs[0].ETASeconds, text.String())
+	}
+	if _, err := pool.Exec(ctx, `INSERT INTO consumers (consumer_id, host, pid, started_at, last_seen) VALUES ('batch-1:4242', 'batch-1', 4242, $1, $2)`,
+		t0, now.Add(-2*time.Second)); err != nil {
+		t.Fatal(err)
+	}
+
+	st, err = report.LoadStatus(ctx, pool, report.StatusOptions{Now: now, Deadline: now.Add(time.Second)})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -42,6 +42,10 @@ type StatusOptions struct {
 	Failures int
 	// Limiter names the provider's limiter. Defaults to limiter.DefaultName.
 	Limiter string
+	// ConsumerWindow is how recent a consumer's heartbeat must be for the
+	// consumer to count as running. Without one, open runs get no ETA but
+	// a note that nobody works on them. Defaults to 30s.
+	ConsumerWindow time.Duration
 }
 
 // Status is a snapshot of the runs' progress.
@@ -56,6 +60,11 @@ type Status struct {
 	Runs []RunStatus `json:"runs"`
 	// SchedulerFailures are the latest failed scheduler ticks, newest first.
 	SchedulerFailures []SchedulerFailure `json:"scheduler_failures"`
+	// Consumers counts the consumers whose heartbeat is within
+	// ConsumerWindowSeconds of Now; with none, open runs have no ETA.
+	Consumers int `json:"consumers"`
+	// ConsumerWindowSeconds is StatusOptions.ConsumerWindow in seconds.
+	ConsumerWindowSeconds float64 `json:"consumer_window_seconds"`
 	// Warnings are problems an operator must act on (a deadline that will
 	// be missed).
 	Warnings []string `json:"warnings"`
@@ -149,6 +158,7 @@ func LoadStatus(ctx context.Context, pool *pgxpool.Pool, opts StatusOptions) (St
 	}
 	opts.Failures = cmp.Or(opts.Failures, 5)
 	opts.Limiter = cmp.Or(opts.Limiter, limiter.DefaultName)
+	opts.ConsumerWindow = cmp.Or(opts.ConsumerWindow, 30*time.Second)
 	st := Status{Now: opts.Now, Runs: []RunStatus{}, SchedulerFailures: []SchedulerFailure{}, Warnings: []string{}}
 	if !opts.Deadline.IsZero() {
 		st.Deadline = &opts.Deadline
@@ -170,7 +180,21 @@ func LoadStatus(ctx context.Context, pool *pgxpool.Pool, opts StatusOptions) (St
 	if err := addQueueStats(ctx, pool, opts.Now, st.Runs); err != nil {
 		return Status{}, err
 	}
-	st.estimate(opts.Now)
+	st.ConsumerWindowSeconds = opts.ConsumerWindow.Seconds()
+	if err := pool.QueryRow(ctx, `SELECT count(*) FROM consumers WHERE last_seen > $1`,
+		opts.Now.Add(-opts.ConsumerWindow)).Scan(&st.Consumers); err != nil {
+		return Status{}, fmt.Errorf("count running consumers: %w", err)
+	}
+	if st.Consumers > 0 {
+		st.estimate(opts.Now)
+	} else if st.Deadline != nil {
+		for _, r := range st.Runs {
+			if r.Open > 0 {
+				st.Warnings = append(st.Warnings, fmt.Sprintf("%s will miss the deadline %s: %d open items and no consumer seen in the last %s; start `reconcile consume`.",
+					r.ReconciliationID, st.Deadline.UTC().Format(time.RFC3339), r.Open, fmtDuration(opts.ConsumerWindow)))
+			}
+		}
+	}
 	if st.SchedulerFailures, err = loadFailures(ctx, pool, opts.Date, opts.Failures); err != nil {
 		return Status{}, err
 	}

@@ -135,7 +135,8 @@ func New(pool *pgxpool.Pool, enq *enqueue.Enqueuer, cfg Config) (*Scheduler, err
 }
 
 // Run catches up missed ticks, then handles every tick until ctx ends, and
-// returns ctx's error. A failing tick is logged and recorded; it does not
+// returns ctx's error. At each tick it first catches up again: a date of
+// the window whose tick failed is retried. A failing tick is logged and recorded; it does not
 // stop the loop. Ticks are computed from the previous firing time, not from
 // the clock after a tick, so a slow tick does not lose the next one.
 func (s *Scheduler) Run(ctx context.Context) error {
@@ -154,6 +155,10 @@ func (s *Scheduler) Run(ctx context.Context) error {
 			return ctx.Err()
 		case <-s.cfg.Clock.After(next.Sub(s.cfg.Clock.Now())):
 		}
+		// Dates of earlier ticks within the catch-up window that still have
+		// no run (their source was missing, say) are tried again first, so
+		// a file that arrives late is picked up without a restart.
+		s.CatchUp(ctx, last)
 		s.Tick(ctx, next, false)
 		last = next
 	}

@@ -362,6 +362,32 @@ func TestMissingSourceIsRecordedAndTheSchedulerGoesOn(t *testing.T) {
 	}
 }
 
+// TestMissingSourceIsRetriedOnLaterTicks: with a catch-up window, a date
+// whose file was missing at its tick is enqueued at a later tick once the
+// file is there, without restarting the scheduler.
+func TestMissingSourceIsRetriedOnLaterTicks(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	// Started after the tick for 10-23, whose file has not arrived: the
+	// start-up catch-up fails for it.
+	clock := newFakeClock(time.Date(2026, 10, 24, 12, 0, 0, 0, berlin))
+	start(t, b.scheduler(t, "s", "0 2 * * *", clock, 72*time.Hour))
+	next := clock.awaitWaiter(t)
+	if n := b.count(t, `SELECT count(*) FROM schedule_ticks WHERE business_date = '2026-10-23' AND outcome = 'failed'`); n != 1 {
+		t.Fatalf("failed ticks of 2026-10-23 = %d, want 1", n)
+	}
+	b.writeDay(t, date("2026-10-23"), 5)
+	b.writeDay(t, date("2026-10-24"), 7)
+	clock.advanceTo(next)
+	clock.awaitWaiter(t)
+	if n := b.count(t, `SELECT count(*) FROM runs WHERE business_date = '2026-10-23' AND item_count = 5`); n != 1 {
+		t.Errorf("2026-10-23 not enqueued at the next tick (%d runs)", n)
+	}
+	if n := b.count(t, `SELECT count(*) FROM runs WHERE business_date = '2026-10-24' AND item_count = 7`); n != 1 {
+		t.Errorf("2026-10-24 not enqueued at its tick (%d runs)", n)
+	}
+}
+
 func TestTableSourceReadsTheDateWindowInTheZone(t *testing.T) {
 	t.Parallel()
 	b := setup(t)

@@ -1,0 +1,42 @@
+package consume
+
+import (
+	"context"
+	"os"
+	"strings"
+	"time"
+)
+
+// HeartbeatEvery is how often a running consumer refreshes its row in the
+// consumers table, by which `reconcile status` tells a run nobody works on
+// from a slow one.
+const HeartbeatEvery = 5 * time.Second
+
+// heartbeat upserts this process's row in consumers at once and then every
+// HeartbeatEvery until ctx ends. A failed beat is logged at debug level and
+// retried at the next: the heartbeat only informs status, it never stops
+// the consumer.
+func (c *Consumer) heartbeat(ctx context.Context) {
+	host, _ := os.Hostname()
+	if i := strings.LastIndexByte(c.cfg.Actor, ':'); i > 0 {
+		host = c.cfg.Actor[:i]
+	}
+	beat := func() {
+		if _, err := c.pool.Exec(ctx, `
+			INSERT INTO consumers (consumer_id, host, pid, started_at, last_seen) VALUES ($1, $2, $3, now(), now())
+			ON CONFLICT (consumer_id) DO UPDATE SET last_seen = now()`, c.cfg.Actor, host, os.Getpid()); err != nil && ctx.Err() == nil {
+			c.cfg.Logger.Debug("heartbeat not recorded", "err", err)
+		}
+	}
+	beat()
+	t := time.NewTicker(HeartbeatEvery)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+			beat()
+		}
+	}
+}
