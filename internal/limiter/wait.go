@@ -66,4 +66,3 @@ func (l *Shared) Wait(ctx context.Context) error {
 		}
 	}
 }
-
