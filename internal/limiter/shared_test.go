@@ -418,3 +418,37 @@ func TestPollWarnsOncePerOutage(t *testing.T) {
 		t.Errorf("%d warnings for %d failed polls, want 1", got, l.Snapshot().RoundTrips-before)
 	}
 }
+
+// TestHistory checks that `limit set` and the discovery's changes reach the
+// history, oldest first, and that LoadHistory keeps the last n before until.
+func TestHistory(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	pool := pgtest.New(t)
+	if err := SaveSettings(ctx, pool, "h", Settings{Rate: 100, Burst: 10}); err != nil {
+		t.Fatal(err)
+	}
+	clock := &fakeClock{now: time.Now()}
+	l := openShared(t, pool, Config{Name: "h", Now: clock.Now})
+	if err := l.Throttled(ctx, time.Second, RateLimited); err != nil {
+		t.Fatal(err)
+	}
+	clock.Advance(2 * time.Second)
+	if err := l.Wait(ctx); err != nil {
+		t.Fatal(err)
+	}
+	all, err := LoadHistory(ctx, pool, "h", clock.Now().Add(time.Hour), 10)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(all) < 2 || all[0].Cause != "limit set" || all[0].Rate != 100 || all[1].Cause != causeThrottle || all[1].Estimate <= 0 {
+		t.Fatalf("history %+v, want limit set at 100/s, then a throttle with an estimate (then the probe it plans)", all)
+	}
+	last, err := LoadHistory(ctx, pool, "h", clock.Now().Add(time.Hour), 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(last) != 1 || last[0] != all[len(all)-1] {
+		t.Errorf("last change %+v, want %+v", last, all[len(all)-1])
+	}
+}
