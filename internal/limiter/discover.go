@@ -123,7 +123,7 @@ type discovery struct {
 	burst    float64 // B: 0 unknown
 	rateNow  float64 // rate sent last, for the history
 
-	origin, originSet bool // the cold start's first sample is known
+	originSet bool // the cold start's first sample is known
 	coldFrom          sample
 	coldTo            sample // the first throttle: calls accepted from coldFrom
 

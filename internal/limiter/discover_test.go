@@ -269,7 +269,7 @@ func TestDiscoveryChanging(t *testing.T) {
 			}
 			r := simulate(simConfig{limit: steps(tc.at, tc.rates), providerBurst: int(top), ceiling: 3 * top,
 				burst: max(10, int(top/5)), latency: 5 * time.Millisecond, length: tc.length})
-			t.Logf("efficiency %.1f%%%s\n%s", 100*r.efficiency(), formatChanges(r.changes), formatSeries(r.series))
+			t.Logf("%s: efficiency %.1f%%%s\n%s", tc.name, 100*r.efficiency(), formatChanges(r.changes), formatSeries(r.series))
 			if r.efficiency() < tc.efficiency {
 				t.Errorf("efficiency %.1f%%, want >= %.0f%%", 100*r.efficiency(), 100*tc.efficiency)
 			}
@@ -279,7 +279,9 @@ func TestDiscoveryChanging(t *testing.T) {
 				if i+2 < len(tc.at) {
 					span = int(tc.at[i+2]/s) - at
 				}
-				if got := simRecovery(r.series, at, tc.rates[i+1], span); got > want {
+				got := simRecovery(r.series, at, tc.rates[i+1], span)
+				t.Logf("%s: within 10%% of %v/s after %d s", tc.name, tc.rates[i+1], got)
+				if got > want {
 					t.Errorf("within 10%% of %v/s after %d s, want <= %d", tc.rates[i+1], got, want)
 				}
 			}
