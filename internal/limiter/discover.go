@@ -124,8 +124,8 @@ type discovery struct {
 	rateNow  float64 // rate sent last, for the history
 
 	originSet bool // the cold start's first sample is known
-	coldFrom          sample
-	coldTo            sample // the first throttle: calls accepted from coldFrom
+	coldFrom  sample
+	coldTo    sample // the first throttle: calls accepted from coldFrom
 
 	last     sample    // latest counted throttle
 	resumeAt time.Time // its pause ends
