@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math"
 	"path/filepath"
+	"strings"
 	"time"
 
 	"github.com/reconcile/reconcile/internal/providersim"
@@ -35,8 +36,76 @@ const changingTitle = "changing limit: 20 -> 10 -> 30 calls/s, consumer ceiling 
 // changeEvery is the length of each step of the changing-limit schedule.
 const changeEvery = 40 * time.Second
 
+// efficiencyScenario is one of the limit-discovery scenarios: the provider's
+// bucket (its burst the schedule's highest rate, one second of it) follows
+// sched, the consumer is told a ceiling three times the highest rate, and
+// the figures are the efficiency (accepted calls ÷ the most the provider's
+// bucket could accept in the run: its burst plus its rate over the time),
+// the 429 share after the first 10 s and the time to within 10% of each new
+// limit.
+func efficiencyScenario(name, sched string, top float64, changes []int, length time.Duration) scenario {
+	secs := int(length / time.Second)
+	concurrency := 8
+	if top > 250 {
+		concurrency = 16
+	}
+	return scenario{
+		name:  "efficiency-" + name,
+		about: fmt.Sprintf("simulator %s (burst %g), consumer ceiling %g/s, %d s", sched, top, 3*top, secs),
+		spec: spec{items: int(top * float64(secs) * 1.2), simLimit: sched, rate: 3 * top, burst: max(10, int(top/5)),
+			concurrency: concurrency, duration: length},
+		figures: func(r result) []figure {
+			supply := top
+			var accepted int64
+			for _, s := range r.sim.Series {
+				if s.Second < int64(secs) {
+					supply += s.Limit
+					accepted += s.Calls - s.Throttled
+				}
+			}
+			calls, throttled, _ := window(r.sim.Series, 10, secs)
+			fs := []figure{
+				{name: "efficiency", value: 100 * float64(accepted) / supply, unit: "%", target: ">= 85..95"},
+				{name: "429 share after 10 s", value: 100 * ratio(throttled, calls), unit: "%", target: "<= 0.5"},
+			}
+			for i, at := range changes {
+				end := secs
+				if i+1 < len(changes) {
+					end = changes[i+1]
+				}
+				var limit float64
+				for _, s := range r.sim.Series {
+					if s.Second == int64(at) {
+						limit = s.Limit
+					}
+				}
+				fs = append(fs, figure{name: fmt.Sprintf("within 10%% of %g/s after", limit), value: recovery(r.sim.Series, at, limit, end-at), unit: "s"})
+			}
+			return fs
+		},
+		write: func(dir string, r result) error {
+			if len(changes) == 0 {
+				return nil
+			}
+			pngPath := filepath.Join(dir, "efficiency-"+name+".png")
+			title := fmt.Sprintf("limit discovery: %s calls/s, consumer ceiling %g/s", strings.ReplaceAll(name, "-", " -> "), 3*top)
+			if err := plotSeries(pngPath, r.sim.Series, title); err != nil {
+				return err
+			}
+			fmt.Printf("  wrote %s\n", pngPath)
+			return nil
+		},
+	}
+}
+
 func scenarios() []scenario {
 	return []scenario{
+		efficiencyScenario("20", "20", 20, nil, 40*time.Second),
+		efficiencyScenario("200", "200", 200, nil, 40*time.Second),
+		efficiencyScenario("500", "500", 500, nil, 40*time.Second),
+		efficiencyScenario("60-240", "60@0s,240@20s", 240, []int{20}, 40*time.Second),
+		efficiencyScenario("240-60", "240@0s,60@20s", 240, []int{20}, 40*time.Second),
+		efficiencyScenario("100-40-150", "100@0s,40@10s,150@25s", 150, []int{10, 25}, 45*time.Second),
 		{
 			name:  "known-limit",
 			about: "limiter at 50/s (burst 5) for 60 s, unlimited simulator",

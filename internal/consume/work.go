@@ -69,7 +69,7 @@ func (c *Consumer) process(ctx, claimCtx context.Context, rec *recorder, j job) 
 		Now:          now,
 	}, c.random)
 	if dec.Throttled || dec.Penalty > 0 {
-		if err := c.limiter.Throttled(ctx, dec.Penalty); err != nil {
+		if err := c.limiter.Throttled(ctx, dec.Penalty, limiter.ThrottleKindOf(resp.Header)); err != nil {
 			logger.Warn("throttle not shared with other consumers", "err", err)
 		}
 	}

@@ -43,7 +43,7 @@ func TestBucketReserve(t *testing.T) {
 func TestBucketPenalise(t *testing.T) {
 	t.Parallel()
 	b := newBucket(100, 50, t0)
-	b.Penalise(t0, 30*time.Second)
+	b.Penalise(t0, 30*time.Second, 1)
 	deadline := t0.Add(30 * time.Second)
 	if got := b.PenaltyUntil(); !got.Equal(deadline) {
 		t.Fatalf("PenaltyUntil = %v, want %v", got, deadline)
@@ -60,7 +60,7 @@ func TestBucketPenalise(t *testing.T) {
 		}
 	}
 	// A shorter penalty does not shorten the longer one.
-	b.Penalise(t0.Add(time.Second), time.Second)
+	b.Penalise(t0.Add(time.Second), time.Second, 1)
 	if w := b.Reserve(t0.Add(2 * time.Second)); t0.Add(2 * time.Second).Add(w).Before(deadline) {
 		t.Errorf("shorter penalty released a token before the first deadline")
 	}
@@ -84,7 +84,7 @@ func TestBucketRateBound(t *testing.T) {
 			switch r := rng.IntN(100); {
 			case r < 3:
 				d := time.Duration(rng.Int64N(int64(3 * time.Second)))
-				b.Penalise(now, d)
+				b.Penalise(now, d, 1)
 				deadline := now.Add(d)
 				for range 1 + rng.IntN(5) {
 					g := now.Add(b.Reserve(now))

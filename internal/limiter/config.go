@@ -20,9 +20,7 @@ const (
 	DefaultLeaseWindow = 100 * time.Millisecond
 	// DefaultPollInterval is how often an idle limiter re-reads its row.
 	DefaultPollInterval = 250 * time.Millisecond
-	// DefaultRecovery is the recovery curve's concave approach back to its
-	// plateau after a throttle below or on it (the limit fell, or was never
-	// known).
+	// DefaultRecovery turns the limit discovery on (see Config.Recovery).
 	DefaultRecovery = 2 * time.Second
 	// DefaultMaxHintPenalty caps the pause taken for an exhausted quota.
 	DefaultMaxHintPenalty = 5 * time.Minute
@@ -66,19 +64,17 @@ type Config struct {
 	// processes' penalties. Busy limiters read the row on every lease.
 	// Defaults to DefaultPollInterval (250ms).
 	PollInterval time.Duration
-	// Recovery shapes the climb after a throttle. Each throttle teaches a
-	// ceiling (the mean effective rate over the 2 s before it); after the
-	// Retry-After pause the effective rate follows a curve, in place of
-	// the additive increase: from Decrease×(the rate at the throttle) it
-	// rises steeply at first and flattens onto a plateau 5% under the
-	// ceiling, which it reaches after Recovery (after 1 s when the throttle
-	// came while probing above a plateau that held), stays there for 5 s,
-	// then probes beyond, slowly at first and ever faster (doubling in
-	// 4 s). A steady limit thus costs one 429 and one pause about every
-	// 9 s, and a raised one is found within about 10 s. Every process
-	// follows the curve of the latest throttle of any process. Negative
-	// turns the curve off: plain additive increase. Defaults to
-	// DefaultRecovery (2s).
+	// Recovery selects how the effective rate recovers after a throttle.
+	// Positive: the limit discovery (see discovery) measures the provider's
+	// rate between two throttles (accepted calls fleet-wide ÷ the time
+	// between them), cruises just under it, and probes above it rarely
+	// while it holds (every 5 s up to every 60 s) and soon after it
+	// changed; a probe that outlives its due 429 doubles the rate every
+	// 0.5 s until the next 429 measures the raised limit. Rate-limit
+	// headers, when the provider sends them, pace the limiter instead.
+	// Every process measures from the same throttles, counted in the row.
+	// Negative turns the discovery off: plain additive increase. Defaults
+	// to DefaultRecovery (on).
 	Recovery time.Duration
 	// MaxHintPenalty caps the pause taken when response headers say the
 	// quota is exhausted until a reset time. Defaults to

@@ -10,7 +10,8 @@
 //
 // Around the row, each process keeps pure state whose methods take the time
 // and do no I/O, in the style of golang.org/x/time/rate: the leased slots and
-// what to do next (local), the recovery curve after a throttle (curve), and
+// what to do next (local), the limit discovery that measures and probes the
+// provider's rate (discovery), and
 // the rate-limit headers of the provider's answers (ParseHints, Hints). Shared
 // holds its mutex around them and carries out their answer: sleep, lease or
 // write a penalty. The logic is therefore tested without sleeping; the test

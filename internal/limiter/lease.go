@@ -22,18 +22,21 @@ func (l *Shared) fetch(ctx context.Context, now time.Time) error {
 	rep := l.local.takeReport()
 	floor := l.floor()
 	var follow float64
-	if l.curve != nil {
-		follow = l.curve.rate(now)
+	var changes []change
+	if l.disc != nil {
+		follow = l.disc.rate(now)
+		changes = l.disc.takeChanges()
 	}
 	l.mu.Unlock()
+	l.history(ctx, changes)
 
 	var err error
 	if !rep.hintStop.IsZero() {
-		err = l.penalise(ctx, now, rep.hintStop, 1)
+		err = l.penalise(ctx, now, rep.hintStop, 1, 1, 0)
 	}
 	var res leaseResult
 	if err == nil {
-		res, err = l.lease(ctx, now, want, rep.success, rep.hintRate, follow, floor)
+		res, err = l.lease(ctx, now, want, rep, follow, floor)
 	}
 
 	l.mu.Lock()
@@ -59,8 +62,9 @@ type leaseResult struct {
 
 // leaseSQL refills the bucket to @now at the old effective rate, grants up
 // to @want tokens that are due within @window seconds (none during a
-// penalty), sets the effective rate to the recovery curve's rate (@curve) or
-// else applies the additive increase (@success: a success was seen), applies
+// penalty), adds @accepted to the fleet's count of accepted calls, sets the
+// effective rate to the discovery's rate (@curve) or else applies the
+// additive increase (@success: a success was seen), applies
 // the header cap (@hint), keeps the effective rate within [@floor, rate] and
 // returns the grant with the row. The increase is @increase of the rate per
 // second since the later of the last increase and the end of the hold,
@@ -93,15 +97,18 @@ UPDATE rate_limiters r
                extract(epoch FROM (@now::timestamptz - coalesce(greatest(r.increased_at, r.decrease_hold_until), @now::timestamptz))))::float8)
                ELSE 0 END),
            coalesce(@hint::float8, 'Infinity'::float8))),
-       increased_at = CASE WHEN next.grow OR @curve::float8 IS NOT NULL THEN @now::timestamptz ELSE r.increased_at END
+       increased_at = CASE WHEN next.grow OR @curve::float8 IS NOT NULL THEN @now::timestamptz ELSE r.increased_at END,
+       accepted = r.accepted + @accepted::bigint
   FROM next
  WHERE r.name = next.name
-RETURNING next.n, next.avail, next.t0, next.penalised, r.rate, r.burst, r.effective_rate, r.penalty_until, r.throttles`
+RETURNING next.n, next.avail, next.t0, next.penalised, r.rate, r.burst, r.effective_rate, r.penalty_until, r.throttles,
+          r.accepted, r.throttled_at, r.throttled_accepted`
 
-// lease runs leaseSQL at now for want tokens. hintRate and follow are 0 when
-// there is no header cap or no recovery curve.
-func (l *Shared) lease(ctx context.Context, now time.Time, want int, success bool, hintRate, follow, floor float64) (leaseResult, error) {
+// lease runs leaseSQL at now for want tokens with what rep tells the row.
+// follow is 0 when the discovery has no rate to set.
+func (l *Shared) lease(ctx context.Context, now time.Time, want int, rep report, follow, floor float64) (leaseResult, error) {
 	var res leaseResult
+	hintRate := rep.hintRate
 	var hint, curve *float64
 	if hintRate > 0 {
 		hint = &hintRate
@@ -114,7 +121,8 @@ func (l *Shared) lease(ctx context.Context, now time.Time, want int, success boo
 		"now":      now,
 		"want":     want,
 		"window":   l.cfg.LeaseWindow.Seconds(),
-		"success":  success,
+		"success":  rep.success,
+		"accepted": rep.accepted,
 		"hint":     hint,
 		"floor":    floor,
 		"increase": l.cfg.Increase,

@@ -40,6 +40,7 @@ func newLocal(window time.Duration) *local {
 // hear: it travels with the next lease.
 type report struct {
 	success  bool      // an answer that was not a throttle
+	accepted int64     // answers that were not throttles, for the row's count
 	hintRate float64   // lowest rate implied by headers; 0 none
 	hintStop time.Time // quota exhausted until this, not yet written to the row
 }
@@ -48,6 +49,7 @@ type report struct {
 // next one, together with whatever arrived meanwhile.
 func (r *report) merge(o report) {
 	r.success = r.success || o.success
+	r.accepted += o.accepted
 	if o.hintRate > 0 && (r.hintRate == 0 || o.hintRate < r.hintRate) {
 		r.hintRate = o.hintRate
 	}
@@ -220,7 +222,18 @@ func (s *local) stop(until time.Time) {
 func (s *local) resettle() { s.slots = nil }
 
 // succeeded records an answer that was not a throttle.
-func (s *local) succeeded() { s.pending.success = true }
+func (s *local) succeeded() {
+	s.pending.success = true
+	s.pending.accepted++
+}
+
+// takeAccepted returns the accepted answers not yet reported, for a penalty
+// statement, and forgets them; restore gives them back if it fails.
+func (s *local) takeAccepted() int64 {
+	n := s.pending.accepted
+	s.pending.accepted = 0
+	return n
+}
 
 // hinted records a rate implied by response headers (below the effective
 // rate): the lowest since the last lease caps the row's rate.

@@ -216,17 +216,19 @@ func TestLocalReport(t *testing.T) {
 	s.hinted(30) // higher: the lowest stands
 	s.exhausted(ms(500))
 	r := s.takeReport()
-	if want := (report{success: true, hintRate: 20, hintStop: ms(500)}); r != want {
+	if want := (report{success: true, accepted: 1, hintRate: 20, hintStop: ms(500)}); r != want {
 		t.Fatalf("report %+v, want %+v", r, want)
 	}
 	if s.pending != (report{}) {
 		t.Fatalf("after takeReport pending %+v, want empty", s.pending)
 	}
-	// The lease failed; meanwhile a lower hint and a later stop arrived.
+	// The lease failed; meanwhile a lower hint, a later stop and another
+	// success arrived: the accepted calls add up.
+	s.succeeded()
 	s.hinted(10)
 	s.exhausted(ms(400))
 	s.restore(r)
-	if want := (report{success: true, hintRate: 10, hintStop: ms(500)}); s.pending != want {
+	if want := (report{success: true, accepted: 2, hintRate: 10, hintStop: ms(500)}); s.pending != want {
 		t.Errorf("after restore %+v, want %+v", s.pending, want)
 	}
 	// Headers saying no request is left imply rate 0: the smallest rate.

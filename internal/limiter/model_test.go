@@ -98,18 +98,19 @@ func (b *bucket) Lease(now time.Time, want int, window time.Duration) (n int, av
 
 // Penalise makes the bucket grant nothing before now+d (a provider's
 // Retry-After): tokens reserved after this call wait at least until then,
-// and the bucket holds at most one token at the deadline, so the deadline
-// does not release a burst. A deadline earlier than the current debt changes
-// nothing.
-func (b *bucket) Penalise(now time.Time, d time.Duration) {
+// and the bucket holds at most refill tokens (at least one) at the deadline:
+// what the provider's bucket refilled during the pause, released at once. A
+// deadline earlier than the current debt changes nothing.
+func (b *bucket) Penalise(now time.Time, d time.Duration, refill float64) {
 	until := now.Add(d)
 	b.penaltyUntil = maxTime(b.penaltyUntil, until)
 	if !until.After(b.last) {
 		return
 	}
-	// The tokens the bucket would hold at the deadline, capped at one: a
-	// penalty only ever takes tokens away, so the rate bound still holds.
-	b.tokens = math.Min(b.Tokens(until), 1)
+	// The tokens the bucket would hold at the deadline, capped at the
+	// refill: a penalty only ever takes tokens away, so the rate bound
+	// still holds.
+	b.tokens = math.Min(b.Tokens(until), math.Max(1, refill))
 	b.last = until
 }
 

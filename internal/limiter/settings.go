@@ -66,16 +66,22 @@ func LoadSettings(ctx context.Context, db DB, name string) (Settings, error) {
 // creating its row if needed. Running Shared limiters apply the change
 // within a second. The adaptive rate restarts at the new rate: the operator
 // has said what the provider allows. Tokens above the new burst are dropped.
+// The change is recorded in the limiter's history.
 func SaveSettings(ctx context.Context, db DB, name string, s Settings) error {
 	if err := s.Validate(); err != nil {
 		return fmt.Errorf("save settings of limiter %s: %w", name, err)
 	}
 	_, err := db.Exec(ctx, `
-		INSERT INTO rate_limiters AS r (name, rate, burst, effective_rate, tokens)
-		VALUES ($1, $2::float8, $3::int, $2::float8, $3::int)
-		ON CONFLICT (name) DO UPDATE
-		   SET rate = excluded.rate, burst = excluded.burst, effective_rate = excluded.rate,
-		       tokens = least(r.tokens, excluded.burst), settings_updated_at = now()`,
+		WITH saved AS (
+		    INSERT INTO rate_limiters AS r (name, rate, burst, effective_rate, tokens)
+		    VALUES ($1::text, $2::float8, $3::int, $2::float8, $3::int)
+		    ON CONFLICT (name) DO UPDATE
+		       SET rate = excluded.rate, burst = excluded.burst, effective_rate = excluded.rate,
+		           tokens = least(r.tokens, excluded.burst), settings_updated_at = now()
+		    RETURNING name, rate
+		)
+		INSERT INTO rate_limiter_history (limiter, cause, rate, detail)
+		SELECT name, 'limit set', rate, format('rate %s/s, burst %s set', rate, $3::int) FROM saved`,
 		name, s.Rate, s.Burst)
 	if err != nil {
 		return fmt.Errorf("save settings of limiter %s: %w", name, err)

@@ -35,6 +35,14 @@ type Snapshot struct {
 	RoundTrips int64
 	// Expired counts leased tokens that expired unused.
 	Expired int64
+	// Accepted counts the calls the provider accepted, reported by all
+	// processes.
+	Accepted int64
+	// Estimate is the provider's rate as this process's discovery
+	// estimates it, requests per second; 0 when unknown or off.
+	Estimate float64
+	// ProviderBurst is the provider's burst as estimated; 0 when unknown.
+	ProviderBurst float64
 }
 
 // Shared is a token bucket with an adaptive rate, shared by every process
@@ -60,7 +68,8 @@ type Shared struct {
 	local    *local        // leased slots, penalty, pacing, demand, report
 	fetching chan struct{} // closed when the lease in flight returns
 	waiters  int           // callers inside Wait
-	curve    *curve        // nil when Recovery is negative
+	disc     *discovery    // nil when Recovery is negative
+	seenAt   time.Time     // throttled_at of the row last applied
 	snap     Snapshot
 
 	stop   context.CancelFunc
@@ -77,7 +86,7 @@ func Open(ctx context.Context, pool *pgxpool.Pool, cfg Config) (*Shared, error) 
 	}
 	l := &Shared{pool: pool, cfg: cfg, local: newLocal(cfg.LeaseWindow)}
 	if cfg.Recovery > 0 {
-		l.curve = newCurve(cfg.Decrease, cfg.Recovery)
+		l.disc = newDiscovery(cfg.Decrease)
 	}
 	l.snap.Name = cfg.Name
 	_, err := pool.Exec(ctx, `
@@ -115,6 +124,9 @@ func (l *Shared) Snapshot() Snapshot {
 	defer l.mu.Unlock()
 	s := l.snap
 	s.Expired = l.local.expired
+	if l.disc != nil {
+		s.Estimate, s.ProviderBurst = l.disc.estimate, l.disc.burst
+	}
 	return s
 }
 
@@ -134,13 +146,19 @@ type rowState struct {
 	EffectiveRate float64
 	PenaltyUntil  *time.Time
 	Throttles     int64
+	// Accepted counts calls accepted fleet-wide; ThrottledAt and
+	// ThrottledAccepted are the latest counted throttle and the count then.
+	Accepted          int64
+	ThrottledAt       *time.Time
+	ThrottledAccepted int64
 }
 
 func (r *rowState) dest() []any {
-	return []any{&r.Rate, &r.Burst, &r.EffectiveRate, &r.PenaltyUntil, &r.Throttles}
+	return []any{&r.Rate, &r.Burst, &r.EffectiveRate, &r.PenaltyUntil, &r.Throttles,
+		&r.Accepted, &r.ThrottledAt, &r.ThrottledAccepted}
 }
 
-const rowColumns = `rate, burst, effective_rate, penalty_until, throttles`
+const rowColumns = `rate, burst, effective_rate, penalty_until, throttles, accepted, throttled_at, throttled_accepted`
 
 // apply records a row read at now. Called with l.mu held.
 func (l *Shared) apply(r rowState, now time.Time) {
@@ -151,20 +169,22 @@ func (l *Shared) apply(r rowState, now time.Time) {
 		}
 		l.local.resettle()
 	}
-	if l.curve != nil && r.Throttles > l.snap.Throttles && !l.snap.ReadAt.IsZero() {
-		// Another process was throttled (or this one, already counted):
-		// follow the same curve, from the rate before the decrease.
-		resume := now
-		if r.PenaltyUntil != nil {
-			resume = *r.PenaltyUntil
+	if l.disc != nil {
+		if r.ThrottledAt != nil && !r.ThrottledAt.Equal(l.seenAt) {
+			// A throttle counted by the row, of this process or another:
+			// every process measures from the same ones.
+			resume := *r.ThrottledAt
+			if r.PenaltyUntil != nil {
+				resume = maxTime(resume, *r.PenaltyUntil)
+			}
+			l.disc.throttled(*r.ThrottledAt, r.ThrottledAccepted, resume)
+			l.seenAt = *r.ThrottledAt
 		}
-		l.curve.throttled(now, l.snap.EffectiveRate, resume)
+		l.disc.observe(now, r.Accepted, r.Rate)
 	}
 	l.snap.Rate, l.snap.Burst, l.snap.EffectiveRate, l.snap.Throttles = r.Rate, r.Burst, r.EffectiveRate, r.Throttles
+	l.snap.Accepted = r.Accepted
 	l.snap.ReadAt = now
-	if l.curve != nil {
-		l.curve.observe(now, r.EffectiveRate)
-	}
 	if r.PenaltyUntil != nil {
 		l.snap.PenaltyUntil = *r.PenaltyUntil
 		l.local.penalised(*r.PenaltyUntil)

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"log/slog"
-	"math"
 	"sync"
 	"testing"
 	"time"
@@ -144,7 +143,7 @@ func TestSharedPenaltyHonouredByOther(t *testing.T) {
 		t.Fatal(err)
 	}
 	before := time.Now()
-	if err := a.Throttled(ctx, 700*time.Millisecond); err != nil {
+	if err := a.Throttled(ctx, 700*time.Millisecond, RateLimited); err != nil {
 		t.Fatal(err)
 	}
 	// Postgres keeps microseconds.
@@ -157,9 +156,10 @@ func TestSharedPenaltyHonouredByOther(t *testing.T) {
 			t.Errorf("granted at %v, %v before the penalty ends", got, deadline.Sub(got))
 		}
 	}
-	// Halved, then climbing back on the recovery curve towards 95.
-	if s := b.Snapshot(); s.EffectiveRate < 50 || s.EffectiveRate >= 95 || s.Throttles != 1 || s.PenaltyUntil.Before(deadline) {
-		t.Errorf("other process sees %+v, want effective rate in [50, 95), 1 throttle, penalty until %v", s, deadline)
+	// Halved: the discovery cruises just under half the rate until its
+	// probe.
+	if s := b.Snapshot(); s.EffectiveRate < 45 || s.EffectiveRate >= 95 || s.Throttles != 1 || s.PenaltyUntil.Before(deadline) {
+		t.Errorf("other process sees %+v, want effective rate in [45, 95), 1 throttle, penalty until %v", s, deadline)
 	}
 }
 
@@ -205,7 +205,7 @@ func TestSharedAIMD(t *testing.T) {
 
 	mustThrottle := func(d time.Duration) {
 		t.Helper()
-		if err := l.Throttled(ctx, d); err != nil {
+		if err := l.Throttled(ctx, d, RateLimited); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -312,7 +312,7 @@ func TestLoadState(t *testing.T) {
 		t.Fatalf("LoadState without a row = %+v, %v", s, err)
 	}
 	l := openShared(t, pool, Config{Name: "other"})
-	if err := l.Throttled(ctx, time.Minute); err != nil {
+	if err := l.Throttled(ctx, time.Minute, RateLimited); err != nil {
 		t.Fatal(err)
 	}
 	s, err = LoadState(ctx, pool, "other")
@@ -321,11 +321,12 @@ func TestLoadState(t *testing.T) {
 	}
 }
 
-// TestSharedRecoveryCurve checks that after a throttle the effective rate
-// follows the recovery curve in every process, in place of the additive
-// increase: a concave approach to the plateau 5% under the rate at the
-// throttle, the plateau, then a probe beyond it up to the configured rate.
-func TestSharedRecoveryCurve(t *testing.T) {
+// TestSharedCountsThrottlesForDiscovery checks that every process measures
+// from the same throttles: the row counts one per hold, with the fleet's
+// accepted calls at that moment, and a process that did not see the 429
+// learns of it at its next lease. A ConcurrencyLimited throttle pauses but
+// is not counted and does not lower the rate.
+func TestSharedCountsThrottlesForDiscovery(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	p1, p2 := twoPools(t)
@@ -333,48 +334,45 @@ func TestSharedRecoveryCurve(t *testing.T) {
 		t.Fatal(err)
 	}
 	clock := &fakeClock{now: t0}
-	// An additive increase of the whole ceiling per second: without the
-	// curve the rate would be back at 200 a second after the hold.
-	cfg := Config{Now: clock.Now, Increase: 1, Recovery: 8 * time.Second}
-	l := openShared(t, p1, cfg)
-	other := openShared(t, p2, cfg)
-	if err := l.Throttled(ctx, 0); err != nil {
+	l := openShared(t, p1, Config{Now: clock.Now})
+	other := openShared(t, p2, Config{Now: clock.Now})
+	for range 30 {
+		l.Succeeded()
+	}
+	if err := l.Throttled(ctx, 0, ConcurrencyLimited); err != nil {
 		t.Fatal(err)
 	}
-	// The other process leases inside the throttle's 1 s hold, as a busy
-	// one does within LeaseWindow, and learns of the throttle from the row.
-	clock.Advance(500 * time.Millisecond)
+	if s := l.Snapshot(); s.Throttles != 0 || s.EffectiveRate != 200 || s.Accepted != 30 {
+		t.Fatalf("after a concurrency throttle: %+v, want no throttle counted, rate 200, 30 accepted", s)
+	}
+	clock.Advance(time.Second)
+	if err := l.Throttled(ctx, time.Second, RateLimited); err != nil {
+		t.Fatal(err)
+	}
+	// A second 429 inside the hold is the same event.
+	if err := l.Throttled(ctx, time.Second, RateLimited); err != nil {
+		t.Fatal(err)
+	}
+	clock.Advance(2 * time.Second)
 	if err := other.Wait(ctx); err != nil {
 		t.Fatal(err)
 	}
-	clock.Advance(-500 * time.Millisecond)
-	// W = 200, Decrease 0.5, K = 8s, plateau 190:
-	// rate(x) = 190 - 90(1 - x/8)^3, then 190 for 5 s, then 190(1 + (y/4)^3).
-	curve := func(x float64) float64 {
-		switch {
-		case x < 8:
-			return 190 - 90*math.Pow(1-x/8, 3)
-		case x < 13:
-			return 190
-		default:
-			return math.Min(200, 190*(1+math.Pow((x-13)/4, 3)))
+	for _, p := range []*Shared{l, other} {
+		if p == l {
+			if err := l.Wait(ctx); err != nil {
+				t.Fatal(err)
+			}
+		}
+		p.mu.Lock()
+		d := *p.disc
+		seen := p.seenAt
+		p.mu.Unlock()
+		if d.phase == phaseCold || !d.last.at.Equal(t0.Add(time.Second)) || d.last.accepted != 30 || !seen.Equal(t0.Add(time.Second)) {
+			t.Errorf("discovery after one throttle: phase %v, last %+v, want measuring from the throttle at +1s with 30 accepted", d.phase, d.last)
 		}
 	}
-	for x := 1; x <= 18; x++ {
-		clock.Advance(time.Second)
-		// The processes take turns: the other one learned of the throttle
-		// from the row.
-		p := l
-		if x%2 == 0 {
-			p = other
-		}
-		p.Succeeded()
-		if err := p.Wait(ctx); err != nil {
-			t.Fatal(err)
-		}
-		if r, w := p.Snapshot().EffectiveRate, curve(float64(x)); math.Abs(r-w) > 1e-6 {
-			t.Fatalf("%d s after the throttle: rate %v, want %v", x, r, w)
-		}
+	if s := other.Snapshot(); s.Throttles != 2 {
+		t.Errorf("throttles %d, want 2 (both inside one hold)", s.Throttles)
 	}
 }
 
@@ -418,5 +416,39 @@ func TestPollWarnsOncePerOutage(t *testing.T) {
 	}
 	if got := logs.count("limiter poll failed"); got != 1 {
 		t.Errorf("%d warnings for %d failed polls, want 1", got, l.Snapshot().RoundTrips-before)
+	}
+}
+
+// TestHistory checks that `limit set` and the discovery's changes reach the
+// history, oldest first, and that LoadHistory keeps the last n before until.
+func TestHistory(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	pool := pgtest.New(t)
+	if err := SaveSettings(ctx, pool, "h", Settings{Rate: 100, Burst: 10}); err != nil {
+		t.Fatal(err)
+	}
+	clock := &fakeClock{now: time.Now()}
+	l := openShared(t, pool, Config{Name: "h", Now: clock.Now})
+	if err := l.Throttled(ctx, time.Second, RateLimited); err != nil {
+		t.Fatal(err)
+	}
+	clock.Advance(2 * time.Second)
+	if err := l.Wait(ctx); err != nil {
+		t.Fatal(err)
+	}
+	all, err := LoadHistory(ctx, pool, "h", clock.Now().Add(time.Hour), 10)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(all) < 2 || all[0].Cause != "limit set" || all[0].Rate != 100 || all[1].Cause != causeThrottle || all[1].Estimate <= 0 {
+		t.Fatalf("history %+v, want limit set at 100/s, then a throttle with an estimate (then the probe it plans)", all)
+	}
+	last, err := LoadHistory(ctx, pool, "h", clock.Now().Add(time.Hour), 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(last) != 1 || last[0] != all[len(all)-1] {
+		t.Errorf("last change %+v, want %+v", last, all[len(all)-1])
 	}
 }

@@ -105,10 +105,10 @@ func TestStatementsMatchModel(t *testing.T) {
 					factor = 1
 				}
 				what = fmt.Sprintf("penalise %v ×%.3f", d, factor)
-				if err := l.penalise(ctx, now, now.Add(d), factor); err != nil {
+				if err := l.penalise(ctx, now, now.Add(d), factor, 1, 0); err != nil {
 					t.Fatal(err)
 				}
-				b.Penalise(now, d)
+				b.Penalise(now, d, 1)
 				if factor < 1 {
 					a.Throttled(now, d)
 					throttles++
@@ -124,7 +124,7 @@ func TestStatementsMatchModel(t *testing.T) {
 					follow = rng.Float64() * rate * 1.5
 				}
 				what = fmt.Sprintf("lease %d success %v hint %.3f follow %.3f", want, success, hint, follow)
-				res, err := l.lease(ctx, now, want, success, hint, follow, floor)
+				res, err := l.lease(ctx, now, want, report{success: success, hintRate: hint}, follow, floor)
 				if err != nil {
 					t.Fatal(err)
 				}

@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/http"
+	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -12,23 +14,60 @@ import (
 // minHold is the shortest time between two multiplicative decreases.
 const minHold = time.Second
 
+// ThrottleKind says what a throttle means for the rate.
+type ThrottleKind int
+
+const (
+	// RateLimited is a 429 of the provider's rate limit: every process
+	// pauses for its Retry-After and the rate is lowered (or measured).
+	RateLimited ThrottleKind = iota
+	// ConcurrencyLimited is a 429 of a lock or concurrency limit (Stripe's
+	// lock_timeout, `Stripe-Rate-Limited-Reason: … concurrency`): every
+	// process pauses for its Retry-After, but the rate estimate stays.
+	ConcurrencyLimited
+)
+
+// ThrottleKindOf classifies a 429 by its response headers:
+// ConcurrencyLimited when Stripe-Rate-Limited-Reason names a concurrency or
+// lock limit, else RateLimited. A classification from the body (Stripe's
+// lock_timeout code) belongs to the caller.
+func ThrottleKindOf(h http.Header) ThrottleKind {
+	reason := strings.ToLower(h.Get("Stripe-Rate-Limited-Reason"))
+	if strings.Contains(reason, "concurren") || strings.Contains(reason, "lock") {
+		return ConcurrencyLimited
+	}
+	return RateLimited
+}
+
 // Throttled reports a 429 with the provider's Retry-After (0 when absent):
-// every process stops leasing until now+retryAfter, and the shared effective
-// rate is multiplied by Decrease unless a throttle window (max(Retry-After,
-// 1s) from the first throttle) is already open. This process stops at once,
-// even if the database cannot be reached; the error says the row was not
-// updated.
-func (l *Shared) Throttled(ctx context.Context, retryAfter time.Duration) error {
+// every process stops leasing until now+retryAfter; when the 429 is
+// RateLimited the shared effective rate is also multiplied by Decrease
+// unless a throttle window (max(Retry-After, 1s) from the first throttle) is
+// already open, and the throttle is counted for the discovery. When the
+// pause ends the provider's bucket has refilled, and (with the discovery
+// on) as many tokens as it estimates are released at once. This process
+// stops at once, even if the database cannot be reached; the error says the
+// row was not updated.
+func (l *Shared) Throttled(ctx context.Context, retryAfter time.Duration, kind ThrottleKind) error {
 	now := l.cfg.Now()
-	until := now.Add(max(retryAfter, 0))
+	retryAfter = max(retryAfter, 0)
+	until := now.Add(retryAfter)
+	factor := l.cfg.Decrease
+	if kind == ConcurrencyLimited {
+		factor = 1
+	}
 	l.mu.Lock()
 	l.local.stop(until)
-	if l.curve != nil {
-		// The 429s of calls already in flight belong to the same throttle.
-		l.curve.throttled(now, l.snap.EffectiveRate, until)
+	refill := 1.0
+	if l.disc != nil && kind == RateLimited {
+		refill = l.disc.refill(retryAfter)
 	}
+	accepted := l.local.takeAccepted()
 	l.mu.Unlock()
-	if err := l.penalise(ctx, now, until, l.cfg.Decrease); err != nil {
+	if err := l.penalise(ctx, now, until, factor, refill, accepted); err != nil {
+		l.mu.Lock()
+		l.local.restore(report{accepted: accepted})
+		l.mu.Unlock()
 		return fmt.Errorf("record throttle on limiter %s: %w", l.cfg.Name, err)
 	}
 	return nil
@@ -50,8 +89,12 @@ func (l *Shared) Observe(h Hints) {
 	now := l.cfg.Now()
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	if r, ok := h.Rate(now); ok && r < l.snap.EffectiveRate {
+	r, ok := h.Rate(now)
+	if ok && r < l.snap.EffectiveRate {
 		l.local.hinted(r)
+	}
+	if ok && l.disc != nil {
+		l.disc.hinted(now, r)
 	}
 	if until, ok := h.Exhausted(now); ok {
 		l.local.exhausted(minTime(until, now.Add(l.cfg.MaxHintPenalty)))
@@ -59,15 +102,17 @@ func (l *Shared) Observe(h Hints) {
 }
 
 // penaliseSQL stops every lease before @until, leaving the bucket at most
-// one token then, and (when @factor < 1 and no throttle window is open at
-// @now) multiplies the effective rate by @factor, not below @floor, opening
-// a throttle window until @hold. The test model (bucket.Penalise and
+// @refill tokens then (at least one), adds @accepted to the fleet's count,
+// and (when @factor < 1 and no throttle window is open at @now) multiplies
+// the effective rate by @factor, not below @floor, opening a throttle window
+// until @hold and counting the throttle for the discovery (throttled_at,
+// throttled_accepted). The test model (bucket.Penalise and
 // aimd.Throttled in the test files) follows the same rules and is checked
 // against this statement.
 const penaliseSQL = `
 UPDATE rate_limiters
-   SET tokens = CASE WHEN updated_at IS NULL THEN least(1, burst)::float8
-                     WHEN @until::timestamptz > updated_at THEN least(1, burst, tokens + effective_rate *
+   SET tokens = CASE WHEN updated_at IS NULL THEN least(greatest(1, @refill::float8), burst)::float8
+                     WHEN @until::timestamptz > updated_at THEN least(greatest(1, @refill::float8), burst, tokens + effective_rate *
                           extract(epoch FROM (@until::timestamptz - updated_at))::float8)
                      ELSE tokens END,
        updated_at = greatest(updated_at, @until::timestamptz),
@@ -76,23 +121,31 @@ UPDATE rate_limiters
                              THEN greatest(least(@floor::float8, rate), effective_rate * @factor::float8) ELSE effective_rate END,
        decrease_hold_until = CASE WHEN @factor::float8 < 1 AND coalesce(decrease_hold_until <= @now::timestamptz, true)
                                   THEN @hold::timestamptz ELSE decrease_hold_until END,
-       throttles = throttles + CASE WHEN @factor::float8 < 1 THEN 1 ELSE 0 END
+       throttles = throttles + CASE WHEN @factor::float8 < 1 THEN 1 ELSE 0 END,
+       accepted = accepted + @accepted::bigint,
+       throttled_at = CASE WHEN @factor::float8 < 1 AND coalesce(decrease_hold_until <= @now::timestamptz, true)
+                           THEN @now::timestamptz ELSE throttled_at END,
+       throttled_accepted = CASE WHEN @factor::float8 < 1 AND coalesce(decrease_hold_until <= @now::timestamptz, true)
+                                 THEN accepted + @accepted::bigint ELSE throttled_accepted END
  WHERE name = @name
 RETURNING ` + rowColumns
 
 // penalise runs penaliseSQL: a penalty seen at now until until, with the
-// effective rate multiplied by factor (1: no decrease, not a throttle).
-func (l *Shared) penalise(ctx context.Context, now, until time.Time, factor float64) error {
+// effective rate multiplied by factor (1: no decrease, not a throttle),
+// refill tokens released when it ends and accepted calls to count.
+func (l *Shared) penalise(ctx context.Context, now, until time.Time, factor, refill float64, accepted int64) error {
 	l.mu.Lock()
 	floor := l.floor()
 	l.mu.Unlock()
 	args := pgx.StrictNamedArgs{
-		"name":   l.cfg.Name,
-		"now":    now,
-		"until":  until,
-		"factor": factor,
-		"floor":  floor,
-		"hold":   now.Add(max(until.Sub(now), minHold)),
+		"name":     l.cfg.Name,
+		"now":      now,
+		"until":    until,
+		"factor":   factor,
+		"refill":   refill,
+		"accepted": accepted,
+		"floor":    floor,
+		"hold":     now.Add(max(until.Sub(now), minHold)),
 	}
 	var r rowState
 	err := l.pool.QueryRow(ctx, penaliseSQL, args).Scan(r.dest()...)

@@ -84,6 +84,13 @@ func (st Status) WriteText(w io.Writer) error {
 		fmt.Fprintf(bw, ", paused until %s", fmtTime(*l.PenaltyUntil))
 	}
 	bw.WriteString("\n")
+	for _, c := range l.History {
+		estimate := "unknown"
+		if c.Estimate > 0 {
+			estimate = fmtRate(c.Estimate) + "/s"
+		}
+		fmt.Fprintf(bw, "  %s  %-9s  rate %s/s, provider estimated at %s: %s\n", fmtTime(c.At), c.Cause, fmtRate(c.Rate), estimate, c.Detail)
+	}
 	if len(st.Runs) == 0 {
 		bw.WriteString("no runs\n")
 	}

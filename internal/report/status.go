@@ -83,7 +83,25 @@ type LimiterStatus struct {
 	// PenaltyUntil is when the current throttle penalty ends; omitted when
 	// none is running.
 	PenaltyUntil *time.Time `json:"penalty_until,omitempty"`
+	// History is the limiter's last changes of its effective rate, oldest
+	// first; omitted when there are none.
+	History []LimiterChange `json:"history,omitempty"`
 }
+
+// LimiterChange is one change of the limiter's effective rate.
+type LimiterChange struct {
+	At time.Time `json:"at"`
+	// Cause is throttle, probe, hint, limit set or estimate.
+	Cause string `json:"cause"`
+	// Rate is the effective rate from then on, calls/s.
+	Rate float64 `json:"rate"`
+	// Estimate is the provider's estimated rate then, calls/s; 0 unknown.
+	Estimate float64 `json:"estimate"`
+	Detail   string  `json:"detail"`
+}
+
+// historyRows is how many of the limiter's latest changes status shows.
+const historyRows = 5
 
 // StateCounts counts a run's items by state.
 type StateCounts struct {
@@ -172,6 +190,13 @@ func LoadStatus(ctx context.Context, pool *pgxpool.Pool, opts StatusOptions) (St
 		Throttles: ls.Throttles}
 	if ls.PenaltyUntil.After(opts.Now) {
 		st.Limiter.PenaltyUntil = &ls.PenaltyUntil
+	}
+	changes, err := limiter.LoadHistory(ctx, pool, opts.Limiter, opts.Now, historyRows)
+	if err != nil {
+		return Status{}, err
+	}
+	for _, c := range changes {
+		st.Limiter.History = append(st.Limiter.History, LimiterChange{At: c.At, Cause: c.Cause, Rate: c.Rate, Estimate: c.Estimate, Detail: c.Detail})
 	}
 
 	if st.Runs, err = loadRuns(ctx, pool, opts.Date); err != nil {

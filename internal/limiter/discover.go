@@ -1,0 +1,383 @@
+package limiter
+
+import (
+	"math"
+	"time"
+)
+
+// The discovery's shape (see discovery).
+const (
+	// cruiseShare is the share of the estimate used between probes: the
+	// estimate is a lower bound of the provider's rate, so the margin only
+	// absorbs measurement noise.
+	cruiseShare = 0.99
+	// firstProbe is the probe period after a change of the estimate, and
+	// lastProbe the longest it grows to (doubling at each probe that finds
+	// the estimate unchanged).
+	firstProbe = 5 * time.Second
+	lastProbe  = 60 * time.Second
+	// measureProbe is how soon a probe starts after a throttle that came
+	// unexpectedly (at start-up, or while cruising: the limit fell), when
+	// the estimate is only a guess.
+	measureProbe = time.Second
+	// probeSlope is how fast a probe raises the rate above the estimate: a
+	// share of the estimate per second, plus the provider's burst per
+	// second, so that a full bucket is drained and the 429 due within
+	// about 1.5 s whatever the burst.
+	probeSlope = 0.2
+	// probeShare bounds the 429s that probes cost when they are cheap (the
+	// provider's bucket refills what the pause would lose): the period is
+	// at least one call in 1/probeShare.
+	probeShare = 0.004
+	// probeStart is the probe's first step above the estimate.
+	probeStart = 0.02
+	// surgeDoubling is how fast the rate grows once a probe has outlived the
+	// moment its 429 was due.
+	surgeDoubling = 500 * time.Millisecond
+	// heldWithin is how close a new estimate must be to the last one for a
+	// probe to count as finding the limit unchanged.
+	heldWithin = 0.03
+	// hintFresh is how long a rate read from response headers paces the
+	// limiter after the last response that carried it.
+	hintFresh = 2 * time.Second
+	// maxSamples bounds the samples of the accepted count kept between two
+	// throttles.
+	maxSamples = 4096
+)
+
+// phase is where the discovery is in its cycle.
+type phase int
+
+const (
+	// phaseCold: no throttle yet; the configured rate is in force.
+	phaseCold phase = iota
+	// phaseCruise: at cruiseShare of the estimate until the next probe.
+	phaseCruise
+	// phaseProbe: above the estimate, rising by probeSlope.
+	phaseProbe
+	// phaseSurge: a probe outlived its due 429; doubling every
+	// surgeDoubling until the next 429 measures the new rate.
+	phaseSurge
+)
+
+func (p phase) String() string {
+	return [...]string{"cold", "cruise", "probe", "surge"}[p]
+}
+
+// Causes of a change of the rate, as the history records them.
+const (
+	causeThrottle = "throttle" // a 429 the discovery did not expect: the limit fell, or start-up
+	causeProbe    = "probe"    // a probe started, grew fast, or ended in a 429 that measured the rate
+	causeHint     = "hint"     // response headers pace the limiter
+	causeEstimate = "estimate" // a measurement changed the estimate
+)
+
+// change is one change of the effective rate with its cause, for the
+// history.
+type change struct {
+	at       time.Time
+	cause    string
+	rate     float64 // the rate from then on
+	estimate float64 // the provider's estimated rate; 0 unknown
+	burst    float64 // the provider's estimated burst; 0 unknown
+	detail   string
+}
+
+// sample is the fleet-wide count of accepted calls at a time.
+type sample struct {
+	at       time.Time
+	accepted int64
+}
+
+// discovery finds the provider's rate limit by measuring it, as a pure state
+// machine: its inputs are the time, the fleet-wide count of accepted calls
+// (from the row), the throttles that lower the rate (from the row, so every
+// process sees the same ones) and header hints; its output is the rate to
+// send at and the tokens the provider refilled during a pause.
+//
+// Between two 429s the provider's bucket is empty at both ends, so the
+// provider's rate R is the smallest rate at which a token bucket of the
+// provider's burst B, empty at the first 429 and fed at R, accepts every call
+// accepted in between without going below zero: measure replays the counts
+// against such a bucket (which models the tokens the provider lost while its
+// bucket was full) and bisects for R. At start-up the calls accepted before
+// the first 429 give B once R is known.
+//
+// Between probes the rate cruises at cruiseShare of the estimate. A probe
+// rises above it; its 429 measures the rate again. When it finds the same
+// rate the probe period doubles (firstProbe up to lastProbe); after a change
+// it starts again at firstProbe. A probe that outlives the moment its 429
+// was due (more calls accepted than the estimate and B allow) has found a
+// raised limit and doubles the rate every surgeDoubling until the 429 comes.
+// A 429 while cruising means the limit fell: the rate halves and a probe
+// follows within measureProbe, so the next 429 measures the new rate.
+//
+// The zero value is not usable; call newDiscovery. Not safe for concurrent
+// use.
+type discovery struct {
+	decrease float64
+	ceiling  float64
+
+	phase    phase
+	estimate float64 // R: 0 unknown
+	burst    float64 // B: 0 unknown
+	rateNow  float64 // rate sent last, for the history
+
+	originSet bool // the cold start's first sample is known
+	coldFrom  sample
+	coldTo    sample // the first throttle: calls accepted from coldFrom
+
+	last     sample    // latest counted throttle
+	resumeAt time.Time // its pause ends
+	samples  []sample  // since last, oldest first
+	guess    bool      // estimate is a guess, not a measurement
+
+	period     time.Duration // probe period
+	probeAt    time.Time     // next probe starts
+	probeFrom  time.Time     // probe or surge started
+	probeRate  float64       // rate when the surge started
+	probeLevel float64       // predicted bucket level, for the due 429
+
+	hintRate float64
+	hintAt   time.Time
+
+	changes []change // not yet written to the history
+}
+
+func newDiscovery(decrease float64) *discovery {
+	return &discovery{decrease: decrease, period: firstProbe}
+}
+
+// observe records the fleet-wide count of accepted calls at now and the
+// configured rate.
+func (d *discovery) observe(now time.Time, accepted int64, ceiling float64) {
+	d.ceiling = ceiling
+	s := sample{at: now, accepted: accepted}
+	if !d.originSet {
+		d.coldFrom, d.originSet = s, true
+	}
+	if n := len(d.samples); n > 0 && (!now.After(d.samples[n-1].at) || accepted < d.samples[n-1].accepted) {
+		return
+	}
+	if d.phase == phaseCold {
+		return
+	}
+	if n := len(d.samples); n > 0 {
+		prev := d.samples[n-1]
+		if d.estimate > 0 {
+			d.probeLevel += d.estimate*now.Sub(prev.at).Seconds() - float64(accepted-prev.accepted)
+			if d.burst > 0 {
+				d.probeLevel = math.Min(d.probeLevel, d.burst)
+			}
+		}
+	}
+	if len(d.samples) >= maxSamples {
+		d.samples = append(d.samples[:0], d.samples[len(d.samples)/2:]...)
+	}
+	d.samples = append(d.samples, s)
+}
+
+// hinted records a rate read from response headers at now: while such hints
+// keep coming, they pace the limiter.
+func (d *discovery) hinted(now time.Time, rate float64) {
+	if d.hintAt.IsZero() || now.Sub(d.hintAt) > hintFresh {
+		d.record(now, causeHint, rate, "response headers pace the limiter")
+	}
+	d.hintRate, d.hintAt = rate, now
+}
+
+// throttled records a throttle that lowers the rate, counted by the row at
+// at with accepted calls accepted fleet-wide by then, whose pause ends at
+// resume.
+func (d *discovery) throttled(at time.Time, accepted int64, resume time.Time) {
+	prev := d.phase
+	d.observe(at, accepted, d.ceiling)
+	switch {
+	case prev == phaseCold:
+		// Start-up: the burst and the rate are both unknown. Resume at
+		// half the rate the calls were accepted at and probe soon: the
+		// next 429 measures.
+		d.coldTo = sample{at: at, accepted: accepted}
+		sent := d.ceiling
+		if span := at.Sub(d.coldFrom.at).Seconds(); span > 0.05 {
+			sent = math.Min(sent, float64(accepted-d.coldFrom.accepted)/span)
+		}
+		d.estimate, d.guess = math.Max(sent*d.decrease, d.floor()), true
+		d.period = measureProbe
+		d.record(at, causeThrottle, d.estimate*cruiseShare, "first 429: the rate halves until the next one measures it")
+	case prev == phaseCruise && !d.guess:
+		// Unexpected: the limit fell below the estimate.
+		d.estimate, d.guess = math.Max(d.estimate*d.decrease, d.floor()), true
+		d.period = measureProbe
+		d.record(at, causeThrottle, d.estimate*cruiseShare, "429 while cruising: the limit fell")
+	default:
+		// A probe's 429, or the one after a guess: it measures.
+		m, ok := d.measure(at)
+		switch {
+		case !ok:
+			d.estimate = math.Max(d.estimate*d.decrease, d.floor())
+			d.period = measureProbe
+			d.guess = true
+		case !d.guess && math.Abs(m-d.estimate) <= heldWithin*d.estimate:
+			d.estimate = math.Max(d.estimate, m)
+			d.period = min(2*d.period, d.longestPeriod(resume.Sub(at)))
+			d.record(at, causeProbe, d.estimate*cruiseShare, "probe found the limit unchanged")
+		default:
+			d.estimate, d.guess = math.Max(m, d.floor()), false
+			d.period = firstProbe
+			d.record(at, causeEstimate, d.estimate*cruiseShare, "measured between two 429s")
+		}
+		if d.burst == 0 && !d.coldTo.at.IsZero() && !d.guess {
+			d.learnBurst(at)
+		}
+	}
+	d.phase = phaseCruise
+	d.last = sample{at: at, accepted: accepted}
+	d.samples = append(d.samples[:0], d.last)
+	d.resumeAt = maxTime(resume, at)
+	d.probeAt = d.resumeAt.Add(d.period)
+	d.probeLevel = 0
+}
+
+// longestPeriod is how long the probe period grows while the estimate
+// holds, for pauses of the given length: lastProbe when a probe costs part
+// of a pause (the provider's bucket cannot hold what it refills meanwhile);
+// when it costs nothing but its 429s, short enough to find a raised limit
+// soon, long enough to keep the 429s under probeShare.
+func (d *discovery) longestPeriod(pause time.Duration) time.Duration {
+	if d.burst == 0 || d.burst < 0.9*d.estimate*pause.Seconds() {
+		return lastProbe
+	}
+	cheap := time.Duration(float64(time.Second) / (probeShare * d.estimate))
+	return min(max(firstProbe, cheap), lastProbe)
+}
+
+// floor is the lowest estimate: DefaultFloor of the configured rate.
+func (d *discovery) floor() float64 {
+	if d.ceiling > 0 {
+		return DefaultFloor(d.ceiling)
+	}
+	return minRate
+}
+
+// learnBurst derives the provider's burst from the calls accepted before the
+// first 429 (its bucket full at the start), then measures the rate again
+// with it.
+func (d *discovery) learnBurst(at time.Time) {
+	for range 2 {
+		span := d.coldTo.at.Sub(d.coldFrom.at).Seconds()
+		b := float64(d.coldTo.accepted-d.coldFrom.accepted) - d.estimate*span
+		d.burst = math.Max(b, 1)
+		if m, ok := d.measure(at); ok {
+			d.estimate = m
+		}
+	}
+}
+
+// measure returns the provider's rate implied by the calls accepted since
+// the last counted throttle up to the one at at: the smallest rate at which
+// a bucket of the estimated burst (unbounded when unknown), empty at the
+// last throttle, accepts them all. ok is false when the span is too short to
+// tell.
+func (d *discovery) measure(at time.Time) (float64, bool) {
+	if len(d.samples) < 2 || at.Sub(d.last.at) < 200*time.Millisecond ||
+		d.samples[len(d.samples)-1].accepted-d.samples[0].accepted < 2 {
+		return 0, false
+	}
+	fits := func(r float64) bool {
+		level := 0.0
+		for i := 1; i < len(d.samples); i++ {
+			a, b := d.samples[i-1], d.samples[i]
+			// Calls spread over the span: the bucket caps what is
+			// left of the refill after them.
+			level += r*b.at.Sub(a.at).Seconds() - float64(b.accepted-a.accepted)
+			if d.burst > 0 {
+				level = math.Min(level, d.burst)
+			}
+			// One call's worth of slack for counts that arrive late.
+			if level < -1 {
+				return false
+			}
+		}
+		return true
+	}
+	lo, hi := 0.0, math.Max(1, d.ceiling)
+	for !fits(hi) {
+		hi *= 2
+		if hi > 1e9 {
+			return 0, false
+		}
+	}
+	for range 40 {
+		mid := (lo + hi) / 2
+		if fits(mid) {
+			hi = mid
+		} else {
+			lo = mid
+		}
+	}
+	return math.Max(hi, minRate), true
+}
+
+// rate returns the rate to send at at now, or 0 when the discovery has no
+// say (before the first throttle, without hints: the row's rate holds).
+func (d *discovery) rate(now time.Time) float64 {
+	if !d.hintAt.IsZero() && now.Sub(d.hintAt) <= hintFresh {
+		return d.hintRate
+	}
+	switch d.phase {
+	case phaseCold:
+		return 0
+	case phaseCruise:
+		if !now.Before(d.probeAt) {
+			d.phase, d.probeFrom = phaseProbe, now
+			// The bucket may have filled while cruising: the due 429
+			// allows for a full one.
+			d.probeLevel = d.burst
+			if d.burst == 0 {
+				d.probeLevel = d.estimate
+			}
+			d.record(now, causeProbe, d.estimate*(1+probeStart), "probe starts")
+			return d.rate(now)
+		}
+		return d.estimate * cruiseShare
+	case phaseProbe:
+		r := d.estimate*(1+probeStart) + (d.burst+probeSlope*d.estimate)*now.Sub(d.probeFrom).Seconds()
+		if d.probeLevel < -math.Max(2, 0.05*d.estimate) {
+			d.phase, d.probeFrom, d.probeRate = phaseSurge, now, r
+			d.record(now, causeProbe, r, "probe outlived its 429: the limit rose")
+		}
+		return r
+	default:
+		return d.probeRate * math.Exp2(now.Sub(d.probeFrom).Seconds()/surgeDoubling.Seconds())
+	}
+}
+
+// refill returns how many tokens the provider's bucket gains during a pause
+// of the given length, from the estimates (1 while they are unknown): the
+// calls to spend at once when the pause ends.
+func (d *discovery) refill(pause time.Duration) float64 {
+	if d.burst == 0 || d.estimate == 0 || d.guess {
+		return 1
+	}
+	return math.Max(1, math.Floor(math.Min(d.burst, d.estimate*pause.Seconds())))
+}
+
+// record notes a change for the history.
+func (d *discovery) record(at time.Time, cause string, rate float64, detail string) {
+	if d.ceiling > 0 {
+		rate = math.Min(rate, d.ceiling)
+	}
+	d.rateNow = rate
+	if len(d.changes) >= maxSamples {
+		return
+	}
+	d.changes = append(d.changes, change{at: at, cause: cause, rate: rate, estimate: d.estimate, burst: d.burst, detail: detail})
+}
+
+// takeChanges returns the changes not yet written and forgets them.
+func (d *discovery) takeChanges() []change {
+	c := d.changes
+	d.changes = nil
+	return c
+}
