@@ -90,6 +90,10 @@ func (f filters) states() []string {
 type foundItem struct {
 	report.Item
 	Differences []ledger.Difference
+	// The provider's record, when it answered one.
+	ProviderAmountMinor int64
+	ProviderCurrency    string
+	ProviderStatus      string
 }
 
 type discrepancyData struct {
@@ -119,16 +123,19 @@ func findItems(ctx context.Context, rd *reader, runID uuid.UUID, f filters, wind
 	rows, err := rd.Query(ctx, `
 		WITH w AS MATERIALIZED (
 		    SELECT transaction_id, account_id, amount_minor, currency, status, state, attempts, throttles,
-		           last_http_status, last_reason, terminal_at, differences
+		           last_http_status, last_reason, terminal_at, differences,
+		           provider_amount_minor, provider_currency, provider_status
 		      FROM items WHERE run_id = $1 AND transaction_id > $2
 		     ORDER BY transaction_id LIMIT $3),
 		edge AS (SELECT max(transaction_id) AS last, count(*) AS n FROM w)
 		SELECT edge.last, edge.n, h.transaction_id, h.account_id, h.amount_minor, h.currency, h.status, h.state,
-		       h.attempts, h.throttles, h.last_http_status, h.last_reason, h.terminal_at, h.differences
+		       h.attempts, h.throttles, h.last_http_status, h.last_reason, h.terminal_at, h.differences,
+		       h.provider_amount_minor, h.provider_currency, h.provider_status
 		  FROM edge LEFT JOIN LATERAL (
 		       SELECT transaction_id, account_id, amount_minor, currency, status, state, attempts, throttles,
 		              last_http_status, coalesce(last_reason, '') AS last_reason, terminal_at,
-		              coalesce(differences::text, '[]') AS differences
+		              coalesce(differences::text, '[]') AS differences, coalesce(provider_amount_minor, 0) AS provider_amount_minor,
+		              coalesce(provider_currency, '') AS provider_currency, coalesce(provider_status, '') AS provider_status
 		         FROM w
 		        WHERE state = ANY($4)
 		          AND ($5 = '' OR account_id = $5)
@@ -148,10 +155,11 @@ func findItems(ctx context.Context, rd *reader, runID uuid.UUID, f filters, wind
 	for rows.Next() {
 		var it foundItem
 		var id, account, currency, status, state, reason, diffs *string
-		var amount *int64
+		var amount, provAmount *int64
 		var attempts, throttles *int
+		var provCurrency, provStatus *string
 		if err := rows.Scan(&last, &n, &id, &account, &amount, &currency, &status, &state, &attempts, &throttles,
-			&it.LastHTTPStatus, &reason, &it.CheckedAt, &diffs); err != nil {
+			&it.LastHTTPStatus, &reason, &it.CheckedAt, &diffs, &provAmount, &provCurrency, &provStatus); err != nil {
 			rows.Close()
 			return nil, 0, "", fmt.Errorf("find items of run %s: %w", runID, err)
 		}
@@ -160,6 +168,7 @@ func findItems(ctx context.Context, rd *reader, runID uuid.UUID, f filters, wind
 		}
 		it.TransactionID, it.AccountID, it.AmountMinor, it.Currency, it.Status = *id, *account, *amount, *currency, *status
 		it.Outcome, it.Attempts, it.Throttles, it.LastReason = *state, *attempts, *throttles, *reason
+		it.ProviderAmountMinor, it.ProviderCurrency, it.ProviderStatus = *provAmount, *provCurrency, *provStatus
 		if err := json.Unmarshal([]byte(*diffs), &it.Differences); err != nil {
 			it.Differences = nil // not an array: the discrepancies view ignores it too
 		}
@@ -238,7 +247,10 @@ func (h *Handler) exportItems(w http.ResponseWriter, r *http.Request, id uuid.UU
 				}
 				rep.Discrepancies = append(rep.Discrepancies, report.Discrepancy{TransactionID: it.TransactionID,
 					AccountID: it.AccountID, Field: df.Field, Expected: df.Expected, Provider: df.Provider,
-					Attempts: it.Attempts, CheckedAt: it.CheckedAt})
+					Attempts: it.Attempts, CheckedAt: it.CheckedAt,
+					AmountMinor: it.AmountMinor, Currency: it.Currency, Status: it.Status,
+					ProviderAmountMinor: it.ProviderAmountMinor, ProviderCurrency: it.ProviderCurrency,
+					ProviderStatus: it.ProviderStatus})
 			}
 		}
 		return nil
@@ -275,9 +287,7 @@ func writeReport(w http.ResponseWriter, rep report.Report, format, what string) 
 // deadLetter is a dead-lettered item with its message.
 type deadLetter struct {
 	report.DeadLetter
-	MessageID   int64
-	AmountMinor int64
-	Currency    string
+	MessageID int64
 }
 
 // reasonGroup counts the dead letters of one reason.
@@ -302,11 +312,11 @@ type deadLetterData struct {
 // the queue's dead-letter index filters it without a join; the item and its
 // last transition are looked up by key for each row the LIMIT still wants.
 const deadLetterQuery = `
-	SELECT m.message_id, m.transaction_id, i.account_id, i.amount_minor, i.currency, i.attempts, i.throttles,
+	SELECT m.message_id, m.transaction_id, i.account_id, i.amount_minor, i.currency, i.status, i.attempts, i.throttles,
 	       coalesce(m.reason, ''), t.http_status,
 	       coalesce(t.details ->> 'detail', t.details ->> 'error', m.last_error, ''), t.at
 	  FROM queue_messages m
-	 CROSS JOIN LATERAL (SELECT account_id, amount_minor, currency, attempts, throttles, history_len FROM items
+	 CROSS JOIN LATERAL (SELECT account_id, amount_minor, currency, status, attempts, throttles, history_len FROM items
 	                      WHERE run_id = m.run_id AND transaction_id = m.transaction_id) i
 	  LEFT JOIN LATERAL (SELECT http_status, details, at FROM transitions
 	                      WHERE run_id = m.run_id AND transaction_id = m.transaction_id AND seq = i.history_len) t ON true
@@ -319,7 +329,7 @@ const deadLetterQuery = `
 
 func scanDeadLetter(row pgx.CollectableRow) (deadLetter, error) {
 	var d deadLetter
-	err := row.Scan(&d.MessageID, &d.TransactionID, &d.AccountID, &d.AmountMinor, &d.Currency, &d.Attempts,
+	err := row.Scan(&d.MessageID, &d.TransactionID, &d.AccountID, &d.AmountMinor, &d.Currency, &d.Status, &d.Attempts,
 		&d.Throttles, &d.Reason, &d.HTTPStatus, &d.Detail, &d.DeadLetteredAt)
 	return d, err
 }
