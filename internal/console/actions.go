@@ -379,9 +379,6 @@ func (h *Handler) cancelPreview(w http.ResponseWriter, r *http.Request, u User) 
 	d.Count = d.Run.Open
 	d.Stays = fmt.Sprintf("The %s finished items keep their outcomes.", fmtInt(d.Run.Done()))
 	d.Detail = "Open items stop being checked: their messages leave the queue and the items are recorded as cancelled."
-	if h.cfg.Cancel == nil {
-		d.Unavailable = "Cancelling runs is not available in this version."
-	}
 	h.render(w, r, http.StatusOK, "action", view{Title: "Cancel " + d.Run.ReconciliationID, User: &u, Data: d})
 	return nil
 }
@@ -395,13 +392,31 @@ func (h *Handler) cancel(w http.ResponseWriter, r *http.Request, u User) error {
 	if err != nil {
 		return err
 	}
-	if h.cfg.Cancel == nil {
-		return &httpError{code: http.StatusNotImplemented, msg: "cancelling runs is not available in this version"}
+	var run runRow
+	err = h.read(r.Context(), h.cfg.StatementTimeout, func(rd *reader) error {
+		var err error
+		run, err = loadRun(r.Context(), rd, id)
+		return err
+	})
+	if err != nil {
+		return err
 	}
-	n, err := h.cfg.Cancel(r.Context(), id, note, u.Actor())
+	date, err := payments.ParseDate(run.BusinessDate)
+	if err != nil {
+		return err
+	}
+	// The same path as `reconcile cancel`: the run is locked there and its
+	// open items are counted again, so a preview that went stale changes
+	// nothing but the count.
+	e, err := enqueue.New(h.cfg.Pool, enqueue.Config{Queue: h.cfg.Queue, Actor: u.Actor(), Logger: h.cfg.Logger})
+	if err != nil {
+		return err
+	}
+	res, err := e.Cancel(r.Context(), enqueue.CancelRequest{Date: date, Generation: run.Generation, Reason: note})
 	if err != nil {
 		return fmt.Errorf("cancel run %s: %w", id, err)
 	}
+	n := res.Cancelled
 	h.cfg.Logger.Info("console action", "action", "cancel", "user", u.Name, "run_id", id, "count", n, "note", note)
 	return h.actionDone(w, r, u, id, actionData{Action: "cancel", Count: int64(n),
 		Detail: fmt.Sprintf("Cancelled %d open item(s).", n)})

@@ -31,7 +31,6 @@ import (
 	"os"
 	"time"
 
-	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/reconcile/reconcile/internal/limiter"
@@ -43,10 +42,6 @@ var templateFS embed.FS
 
 //go:embed static
 var staticFS embed.FS
-
-// CancelFunc cancels the open items of a run on behalf of actor, giving
-// reason, and returns how many items it cancelled.
-type CancelFunc func(ctx context.Context, runID uuid.UUID, reason, actor string) (int, error)
 
 // Config configures the console.
 type Config struct {
@@ -76,9 +71,6 @@ type Config struct {
 	// Refresh is how often a running run's page reloads while visible; at
 	// least 5s. Defaults to 5s.
 	Refresh time.Duration
-	// Cancel cancels a run's open items. Defaults to nil: the cancel action
-	// is shown as unavailable and its POST answers 501.
-	Cancel CancelFunc
 	// OpenSource opens a run's recorded source for a full re-run. Defaults
 	// to os.Open for sources that are file paths.
 	OpenSource func(source string) (io.ReadCloser, error)

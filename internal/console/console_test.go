@@ -255,6 +255,41 @@ func TestOperatorRedrivesADeadLetter(t *testing.T) {
 	}
 }
 
+// TestOperatorCancelsARun withdraws the run's last open item, tx_f, through
+// the same path as `reconcile cancel`: recorded with the acting user and
+// the reason, and the run's completion is written.
+func TestOperatorCancelsARun(t *testing.T) {
+	t.Parallel()
+	b := setup(t, htpasswd(t))
+	alice := b.login(t, "alice")
+	run := "/runs/" + b.runID.String()
+
+	w := b.do(t, "GET", run+"/cancel", alice, nil)
+	wantStatus(t, w, http.StatusOK, "preview")
+	if !strings.Contains(w.Body.String(), "<strong>1</strong>") {
+		t.Errorf("preview does not count one open item:\n%s", w.Body)
+	}
+	same := []string{"Origin", "http://console.test", "Sec-Fetch-Site", "same-origin"}
+	w = b.do(t, "POST", run+"/cancel", alice, url.Values{}, same...)
+	wantStatus(t, w, http.StatusBadRequest, "cancel without a reason")
+	w = b.do(t, "POST", run+"/cancel", alice, url.Values{"note": {"wrong export"}}, same...)
+	wantStatus(t, w, http.StatusOK, "cancel")
+	if s := b.state(t, "tx_f"); s != "cancelled" {
+		t.Fatalf("tx_f is %s after the cancel, want cancelled", s)
+	}
+	var actor, detail string
+	var completed bool
+	if err := b.pool.QueryRow(context.Background(), `
+		SELECT t.actor, t.details ->> 'detail', r.completed_at IS NOT NULL
+		  FROM transitions t JOIN runs r USING (run_id)
+		 WHERE t.run_id = $1 AND t.transaction_id = 'tx_f' AND t.to_state = 'cancelled'`, b.runID).Scan(&actor, &detail, &completed); err != nil {
+		t.Fatal(err)
+	}
+	if actor != "alice@console" || detail != "wrong export" || !completed {
+		t.Errorf("cancel recorded by %q with detail %q, run completed %v; want alice@console, the reason, completed", actor, detail, completed)
+	}
+}
+
 func TestCrossOriginPostIsRefused(t *testing.T) {
 	t.Parallel()
 	b := setup(t, htpasswd(t))

@@ -45,9 +45,8 @@ type runData struct {
 	Traffic traffic
 	Chart   svgChart
 	// ETA is the estimated time to finish; zero when done or unknown.
-	ETA       time.Duration
-	ETABasis  string
-	CanCancel bool
+	ETA      time.Duration
+	ETABasis string
 }
 
 // runPage shows a run: progress and ETA, queue, chart, accounts, limiters
@@ -62,7 +61,7 @@ func (h *Handler) runPage(w http.ResponseWriter, r *http.Request, u User) error 
 	if limiterName == "" {
 		limiterName = h.cfg.Limiter
 	}
-	d := runData{Now: h.cfg.Now(), CanCancel: h.cfg.Cancel != nil}
+	d := runData{Now: h.cfg.Now()}
 	err = h.read(r.Context(), h.cfg.StatementTimeout, func(rd *reader) error {
 		var err error
 		if d.Run, err = loadRun(r.Context(), rd, id); err != nil {
