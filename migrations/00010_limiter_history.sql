@@ -20,7 +20,9 @@ CREATE TABLE rate_limiter_history (
     rate        double precision NOT NULL CHECK (rate >= 0),
     estimate    double precision CHECK (estimate >= 0),
     burst       double precision CHECK (burst >= 0),
-    detail      text             NOT NULL DEFAULT ''
+    detail      text             NOT NULL DEFAULT '',
+    actor       text,
+    reason      text
 );
 
 CREATE INDEX rate_limiter_history_limiter_recorded_at ON rate_limiter_history (limiter, recorded_at);
@@ -35,6 +37,8 @@ COMMENT ON COLUMN rate_limiter_history.rate IS 'Effective rate from then on, req
 COMMENT ON COLUMN rate_limiter_history.estimate IS 'The provider''s rate as estimated then, requests per second; NULL when unknown.';
 COMMENT ON COLUMN rate_limiter_history.burst IS 'The provider''s burst as estimated then, requests; NULL when unknown.';
 COMMENT ON COLUMN rate_limiter_history.detail IS 'A sentence for people.';
+COMMENT ON COLUMN rate_limiter_history.actor IS 'Who set the limit (limit set: the operator, user@host or user@console); NULL for the consumers'' own changes.';
+COMMENT ON COLUMN rate_limiter_history.reason IS 'Why the operator set it, as given with the change; NULL when none was given or for the consumers'' own changes.';
 
 -- +goose Down
 DROP TABLE rate_limiter_history;

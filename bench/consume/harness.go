@@ -227,7 +227,8 @@ func execute(ctx context.Context, srv *server, sp spec, o options) (result, erro
 	if err != nil {
 		return result{}, err
 	}
-	if err := limiter.SaveSettings(ctx, pool, limiter.DefaultName, limiter.Settings{Rate: sp.rate, Burst: sp.burst}); err != nil {
+	if err := limiter.SaveSettings(ctx, pool, limiter.DefaultName, limiter.Settings{Rate: sp.rate, Burst: sp.burst},
+		limiter.SetBy{Actor: "bench/consume"}); err != nil {
 		return result{}, err
 	}
 	lim, err := limiter.Open(ctx, pool, limiter.Config{Decrease: o.decrease, Increase: o.increase, Recovery: o.recovery})

@@ -170,7 +170,11 @@ func applyRate(ctx context.Context, pool *pgxpool.Pool, logger *slog.Logger, f c
 		}
 		return nil
 	}
-	if err := limiter.SaveSettings(ctx, pool, name, want); err != nil {
+	by := limiter.SetBy{Actor: actorName(), Reason: "consume --rate"}
+	if f.save {
+		by.Reason = "consume --rate --save"
+	}
+	if err := limiter.SaveSettings(ctx, pool, name, want, by); err != nil {
 		return usageError(err)
 	}
 	return nil

@@ -93,10 +93,11 @@ func cmdLimitSet(ctx context.Context, e *env, args []string) error {
 	fs := newFlagSet(e, "limit set", "[--rate R] [--burst B] [--name NAME]",
 		"Set the provider's rate limit (requests per second, the ceiling of the adaptive rate) and burst.\n"+
 			"A flag left out keeps its stored value. Running consumers apply the change within a second.",
-		"reconcile limit set --rate 50 --burst 20")
+		"reconcile limit set --rate 50 --burst 20 --reason \"the provider raised our quota\"")
 	name := fs.String("name", limiter.DefaultName, "limiter name")
 	rate := fs.Float64("rate", 0, "requests per second, > 0")
 	burst := fs.Int("burst", 0, "requests allowed at once after an idle period, >= 1")
+	reason := fs.String("reason", "", "why, recorded with the change in the limiter's history")
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
@@ -129,7 +130,7 @@ func cmdLimitSet(ctx context.Context, e *env, args []string) error {
 	if set["burst"] {
 		s.Burst = *burst
 	}
-	if err := limiter.SaveSettings(ctx, pool, *name, s); err != nil {
+	if err := limiter.SaveSettings(ctx, pool, *name, s, limiter.SetBy{Actor: actorName(), Reason: *reason}); err != nil {
 		return err
 	}
 	fmt.Fprintf(e.stdout, "limiter %s: rate %g/s, burst %d\n", *name, s.Rate, s.Burst)

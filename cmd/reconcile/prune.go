@@ -10,6 +10,8 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/reconcile/reconcile/internal/consume"
+	"github.com/reconcile/reconcile/internal/limiter"
 	"github.com/reconcile/reconcile/internal/queue"
 	"github.com/reconcile/reconcile/internal/schedule"
 )
@@ -17,9 +19,11 @@ import (
 func cmdPrune(ctx context.Context, e *env, args []string) error {
 	fs := newFlagSet(e, "prune", "--older-than AGE [--dry-run]",
 		"Delete what only served the queue for runs completed more than AGE ago: their acked queue\n"+
-			"messages and their schedule ticks. The ledger (runs, items, transitions, completions) is\n"+
-			"never touched, and a pruned date still cannot be enqueued twice. Deletes in batches, each a\n"+
-			"short transaction of its own, so running consumers are not held up.",
+			"messages and their schedule ticks; and the limiters' own history rows and the heartbeats of\n"+
+			"consumers last seen more than AGE ago (operators' `limit set` rows are kept). The ledger\n"+
+			"(runs, items, transitions, completions) is never touched, and a pruned date still cannot be\n"+
+			"enqueued twice. Deletes in batches, each a short transaction of its own, so running\n"+
+			"consumers are not held up.",
 		"reconcile prune --older-than 90d --dry-run")
 	olderThan := fs.String("older-than", "", "age of the runs' completion, in days (90d) or as a duration (2160h) (required)")
 	dryRun := fs.Bool("dry-run", false, "count what would be deleted; delete nothing")
@@ -47,20 +51,25 @@ func cmdPrune(ctx context.Context, e *env, args []string) error {
 	if *dryRun {
 		verb = "would delete"
 	}
-	fmt.Fprintf(e.stdout, "%s %d acked queue messages and %d schedule ticks of runs completed before %s (%s)\n",
-		verb, res.messages, res.ticks, res.before.UTC().Format(time.RFC3339), res.elapsed.Round(time.Millisecond))
+	before := res.before.UTC().Format(time.RFC3339)
+	fmt.Fprintf(e.stdout, "%s %d acked queue messages and %d schedule ticks of runs completed before %s, "+
+		"%d limiter history rows and %d consumer heartbeats recorded before then (%s)\n",
+		verb, res.messages, res.ticks, before, res.history, res.heartbeats, res.elapsed.Round(time.Millisecond))
 	return nil
 }
 
 type pruneResult struct {
-	before   time.Time
-	messages int64
-	ticks    int64
-	elapsed  time.Duration
+	before     time.Time
+	messages   int64
+	ticks      int64
+	history    int64
+	heartbeats int64
+	elapsed    time.Duration
 }
 
 // prune deletes (or counts) the acked messages and schedule ticks of the
-// runs completed before before.
+// runs completed before before, and the limiter history and consumer
+// heartbeats recorded before it.
 func prune(ctx context.Context, pool *pgxpool.Pool, logger *slog.Logger, before time.Time, batch int, dryRun bool) (pruneResult, error) {
 	start := time.Now()
 	q := queue.New(pool, queue.Config{Logger: logger})
@@ -72,8 +81,18 @@ func prune(ctx context.Context, pool *pgxpool.Pool, logger *slog.Logger, before 
 	if err != nil {
 		return pruneResult{}, err
 	}
-	res := pruneResult{before: before, messages: pr.Messages, ticks: ticks, elapsed: time.Since(start)}
+	history, err := limiter.PruneHistory(ctx, pool, before, dryRun)
+	if err != nil {
+		return pruneResult{}, err
+	}
+	heartbeats, err := consume.PruneHeartbeats(ctx, pool, before, dryRun)
+	if err != nil {
+		return pruneResult{}, err
+	}
+	res := pruneResult{before: before, messages: pr.Messages, ticks: ticks, history: history, heartbeats: heartbeats,
+		elapsed: time.Since(start)}
 	logger.Debug("pruned", "before", before, "messages", pr.Messages, "batches", pr.Batches, "ticks", ticks,
+		"history", history, "heartbeats", heartbeats,
 		"dry_run", dryRun, "elapsed", res.elapsed)
 	return res, nil
 }

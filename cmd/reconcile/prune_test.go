@@ -40,6 +40,12 @@ func TestPruneKeepsTheLedgerAndTheDateEnqueuedOnce(t *testing.T) {
 		`UPDATE runs SET completed_at = now() - interval '100 days' WHERE business_date = '2026-01-10'`,
 		`INSERT INTO schedule_ticks (scheduled_at, business_date, catch_up, outcome, run_id, source, scheduler, recorded_at)
 		 SELECT now() - interval '101 days', business_date, false, 'enqueued', run_id, 'x', 's', now() - interval '101 days' FROM runs`,
+		// The limiter's own changes go with the retention, an operator's stay.
+		`INSERT INTO rate_limiter_history (limiter, recorded_at, cause, rate) VALUES
+		 ('provider', now() - interval '100 days', 'probe', 10), ('provider', now() - interval '100 days', 'limit set', 10),
+		 ('provider', now(), 'probe', 20)`,
+		`INSERT INTO consumers (consumer_id, host, pid, started_at, last_seen) VALUES
+		 ('old:1', 'old', 1, now() - interval '100 days', now() - interval '100 days'), ('new:2', 'new', 2, now(), now())`,
 	} {
 		if _, err := pool.Exec(ctx, sql); err != nil {
 			t.Fatalf("%s: %v", sql, err)
@@ -57,7 +63,8 @@ func TestPruneKeepsTheLedgerAndTheDateEnqueuedOnce(t *testing.T) {
 	if err := cmdPrune(ctx, e, []string{"--older-than", "90d", "--dry-run", "--log-level", "error"}); err != nil {
 		t.Fatal(err)
 	}
-	if out := stdout.String(); !strings.HasPrefix(out, "would delete 3 acked queue messages and 1 schedule ticks") {
+	if out := stdout.String(); !strings.HasPrefix(out, "would delete 3 acked queue messages and 1 schedule ticks") ||
+		!strings.Contains(out, "1 limiter history rows and 1 consumer heartbeats") {
 		t.Fatalf("dry run printed %q", out)
 	}
 	if n := count(`SELECT count(*) FROM queue_messages`); n != 6 {
@@ -78,6 +85,13 @@ func TestPruneKeepsTheLedgerAndTheDateEnqueuedOnce(t *testing.T) {
 	}
 	if n := count(`SELECT count(*) FROM schedule_ticks`); n != 1 {
 		t.Fatalf("%d ticks left, want the open run's", n)
+	}
+	if n := count(`SELECT count(*) FROM rate_limiter_history WHERE cause = 'limit set' OR recorded_at > now() - interval '1 day'`); n != 2 ||
+		count(`SELECT count(*) FROM rate_limiter_history`) != 2 {
+		t.Fatalf("limiter history after prune: want the operator's old row and the recent one")
+	}
+	if n := count(`SELECT count(*) FROM consumers WHERE consumer_id = 'new:2'`); n != 1 || count(`SELECT count(*) FROM consumers`) != 1 {
+		t.Fatalf("consumers after prune: want only the recent one")
 	}
 
 	// The pruned date cannot be enqueued twice: the run's key stops it.

@@ -99,11 +99,9 @@ func (h *Handler) limitSet(w http.ResponseWriter, r *http.Request, u User) error
 	if err != nil {
 		return err
 	}
-	if err := limiter.SaveSettings(r.Context(), h.cfg.Pool, name, s); err != nil {
+	if err := limiter.SaveSettings(r.Context(), h.cfg.Pool, name, s, limiter.SetBy{Actor: u.Actor(), Reason: note}); err != nil {
 		return err
 	}
-	// No limiter history exists yet to record the change in; the log line
-	// is its record.
 	h.cfg.Logger.Info("console action", "action", "limit_set", "user", u.Name, "limiter", name,
 		"rate", s.Rate, "burst", s.Burst, "previous_rate", cur.Rate, "previous_burst", cur.Burst, "note", note)
 	d := limitsData{}

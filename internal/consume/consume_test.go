@@ -153,7 +153,7 @@ func (b *testBundle) consumer(t *testing.T, token string, rate float64, burst in
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := limiter.SaveSettings(ctx, b.pool, limiter.DefaultName, limiter.Settings{Rate: rate, Burst: burst}); err != nil {
+	if err := limiter.SaveSettings(ctx, b.pool, limiter.DefaultName, limiter.Settings{Rate: rate, Burst: burst}, limiter.SetBy{Actor: "test"}); err != nil {
 		t.Fatal(err)
 	}
 	lim, err := limiter.Open(ctx, b.pool, limiter.Config{})

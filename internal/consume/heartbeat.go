@@ -2,9 +2,12 @@ package consume
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"strings"
 	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
 )
 
 // HeartbeatEvery is how often a running consumer refreshes its row in the
@@ -39,4 +42,21 @@ func (c *Consumer) heartbeat(ctx context.Context) {
 			beat()
 		}
 	}
+}
+
+// PruneHeartbeats deletes the rows of consumers last seen before before, or
+// with dryRun only counts them, and returns how many.
+func PruneHeartbeats(ctx context.Context, db *pgxpool.Pool, before time.Time, dryRun bool) (int64, error) {
+	if dryRun {
+		var n int64
+		if err := db.QueryRow(ctx, `SELECT count(*) FROM consumers WHERE last_seen < $1`, before).Scan(&n); err != nil {
+			return 0, fmt.Errorf("count consumers last seen before %s: %w", before.Format(time.RFC3339), err)
+		}
+		return n, nil
+	}
+	tag, err := db.Exec(ctx, `DELETE FROM consumers WHERE last_seen < $1`, before)
+	if err != nil {
+		return 0, fmt.Errorf("prune consumers last seen before %s: %w", before.Format(time.RFC3339), err)
+	}
+	return tag.RowsAffected(), nil
 }

@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"time"
+
+	"github.com/jackc/pgx/v5"
 )
 
 // history appends the discovery's changes to rate_limiter_history. A
@@ -89,4 +91,24 @@ func LoadHistory(ctx context.Context, db DB, name string, until time.Time, n int
 		}
 	}
 	return out, nil
+}
+
+// PruneHistory deletes the history rows of every limiter recorded before
+// before, or with dryRun only counts them, and returns how many. The rows
+// of `limit set` are kept: they are a person's action, with who and why.
+func PruneHistory(ctx context.Context, db DB, before time.Time, dryRun bool) (int64, error) {
+	const where = `recorded_at < @before AND cause <> 'limit set'`
+	args := pgx.StrictNamedArgs{"before": before}
+	if dryRun {
+		var n int64
+		if err := db.QueryRow(ctx, `SELECT count(*) FROM rate_limiter_history WHERE `+where, args).Scan(&n); err != nil {
+			return 0, fmt.Errorf("count limiter history before %s: %w", before.Format(time.RFC3339), err)
+		}
+		return n, nil
+	}
+	tag, err := db.Exec(ctx, `DELETE FROM rate_limiter_history WHERE `+where, args)
+	if err != nil {
+		return 0, fmt.Errorf("prune limiter history before %s: %w", before.Format(time.RFC3339), err)
+	}
+	return tag.RowsAffected(), nil
 }

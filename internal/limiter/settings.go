@@ -62,12 +62,20 @@ func LoadSettings(ctx context.Context, db DB, name string) (Settings, error) {
 	return s, nil
 }
 
+// SetBy says who changes a limiter's settings and why, for its history.
+type SetBy struct {
+	// Actor names the person or process: user@host, user@console.
+	Actor string
+	// Reason is why, in their words; may be empty.
+	Reason string
+}
+
 // SaveSettings sets the rate and burst of limiter name in one statement,
 // creating its row if needed. Running Shared limiters apply the change
 // within a second. The adaptive rate restarts at the new rate: the operator
 // has said what the provider allows. Tokens above the new burst are dropped.
 // The change is recorded in the limiter's history.
-func SaveSettings(ctx context.Context, db DB, name string, s Settings) error {
+func SaveSettings(ctx context.Context, db DB, name string, s Settings, by SetBy) error {
 	if err := s.Validate(); err != nil {
 		return fmt.Errorf("save settings of limiter %s: %w", name, err)
 	}
@@ -80,9 +88,10 @@ func SaveSettings(ctx context.Context, db DB, name string, s Settings) error {
 		           tokens = least(r.tokens, excluded.burst), settings_updated_at = now()
 		    RETURNING name, rate
 		)
-		INSERT INTO rate_limiter_history (limiter, cause, rate, detail)
-		SELECT name, 'limit set', rate, format('rate %s/s, burst %s set', rate, $3::int) FROM saved`,
-		name, s.Rate, s.Burst)
+		INSERT INTO rate_limiter_history (limiter, cause, rate, detail, actor, reason)
+		SELECT name, 'limit set', rate, format('rate %s/s, burst %s set', rate, $3::int), $4::text, nullif($5::text, '')
+		  FROM saved`,
+		name, s.Rate, s.Burst, by.Actor, by.Reason)
 	if err != nil {
 		return fmt.Errorf("save settings of limiter %s: %w", name, err)
 	}

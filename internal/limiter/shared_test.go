@@ -66,14 +66,14 @@ func TestSettings(t *testing.T) {
 	if err != nil || s != (Settings{Rate: DefaultRate, Burst: DefaultBurst}) {
 		t.Fatalf("LoadSettings without a row = %+v, %v; want defaults", s, err)
 	}
-	if err := SaveSettings(ctx, pool, "provider", Settings{Rate: 2.5, Burst: 3}); err != nil {
+	if err := SaveSettings(ctx, pool, "provider", Settings{Rate: 2.5, Burst: 3}, SetBy{Actor: "test"}); err != nil {
 		t.Fatal(err)
 	}
 	if s, err := LoadSettings(ctx, pool, "provider"); err != nil || s != (Settings{Rate: 2.5, Burst: 3}) {
 		t.Fatalf("LoadSettings = %+v, %v; want 2.5/3", s, err)
 	}
 	for _, bad := range []Settings{{0, 1}, {-1, 1}, {1, 0}} {
-		if err := SaveSettings(ctx, pool, "provider", bad); err == nil {
+		if err := SaveSettings(ctx, pool, "provider", bad, SetBy{Actor: "test"}); err == nil {
 			t.Errorf("SaveSettings(%+v) accepted", bad)
 		}
 	}
@@ -87,7 +87,7 @@ func TestSharedTwoProcessesStayUnderLimit(t *testing.T) {
 	ctx := context.Background()
 	p1, p2 := twoPools(t)
 	const rate, burst = 40.0, 5
-	if err := SaveSettings(ctx, p1, DefaultName, Settings{Rate: rate, Burst: burst}); err != nil {
+	if err := SaveSettings(ctx, p1, DefaultName, Settings{Rate: rate, Burst: burst}, SetBy{Actor: "test"}); err != nil {
 		t.Fatal(err)
 	}
 	limiters := []*Shared{openShared(t, p1, Config{}), openShared(t, p2, Config{})}
@@ -135,7 +135,7 @@ func TestSharedPenaltyHonouredByOther(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	p1, p2 := twoPools(t)
-	if err := SaveSettings(ctx, p1, DefaultName, Settings{Rate: 100, Burst: 10}); err != nil {
+	if err := SaveSettings(ctx, p1, DefaultName, Settings{Rate: 100, Burst: 10}, SetBy{Actor: "test"}); err != nil {
 		t.Fatal(err)
 	}
 	a, b := openShared(t, p1, Config{}), openShared(t, p2, Config{})
@@ -171,7 +171,7 @@ func TestSharedPicksUpSettings(t *testing.T) {
 	if s := l.Snapshot(); s.Rate != DefaultRate || s.Burst != DefaultBurst {
 		t.Fatalf("new limiter %+v, want default settings", s)
 	}
-	if err := SaveSettings(ctx, p2, DefaultName, Settings{Rate: 3, Burst: 2}); err != nil {
+	if err := SaveSettings(ctx, p2, DefaultName, Settings{Rate: 3, Burst: 2}, SetBy{Actor: "test"}); err != nil {
 		t.Fatal(err)
 	}
 	saved := time.Now()
@@ -194,7 +194,7 @@ func TestSharedAIMD(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	p1, p2 := twoPools(t)
-	if err := SaveSettings(ctx, p1, DefaultName, Settings{Rate: 100, Burst: 100}); err != nil {
+	if err := SaveSettings(ctx, p1, DefaultName, Settings{Rate: 100, Burst: 100}, SetBy{Actor: "test"}); err != nil {
 		t.Fatal(err)
 	}
 	clock := &fakeClock{now: t0}
@@ -272,7 +272,7 @@ func BenchmarkSharedWait(b *testing.B) {
 		b.Run(map[int]string{1: "goroutines=1", 8: "goroutines=16"}[par], func(b *testing.B) {
 			ctx := context.Background()
 			pool := pgtest.New(b)
-			if err := SaveSettings(ctx, pool, DefaultName, Settings{Rate: 1e6, Burst: 1000}); err != nil {
+			if err := SaveSettings(ctx, pool, DefaultName, Settings{Rate: 1e6, Burst: 1000}, SetBy{Actor: "test"}); err != nil {
 				b.Fatal(err)
 			}
 			l := openShared(b, pool, Config{})
@@ -330,7 +330,7 @@ func TestSharedCountsThrottlesForDiscovery(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	p1, p2 := twoPools(t)
-	if err := SaveSettings(ctx, p1, DefaultName, Settings{Rate: 200, Burst: 200}); err != nil {
+	if err := SaveSettings(ctx, p1, DefaultName, Settings{Rate: 200, Burst: 200}, SetBy{Actor: "test"}); err != nil {
 		t.Fatal(err)
 	}
 	clock := &fakeClock{now: t0}
@@ -425,7 +425,7 @@ func TestHistory(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	pool := pgtest.New(t)
-	if err := SaveSettings(ctx, pool, "h", Settings{Rate: 100, Burst: 10}); err != nil {
+	if err := SaveSettings(ctx, pool, "h", Settings{Rate: 100, Burst: 10}, SetBy{Actor: "test"}); err != nil {
 		t.Fatal(err)
 	}
 	clock := &fakeClock{now: time.Now()}

@@ -78,7 +78,7 @@ func TestStatementsMatchModel(t *testing.T) {
 			Increase:    0.01 + rng.Float64()*0.3,
 			LeaseWindow: time.Duration(10+rng.IntN(300)) * time.Millisecond,
 		}
-		if err := SaveSettings(ctx, pool, name, Settings{Rate: rate, Burst: burst}); err != nil {
+		if err := SaveSettings(ctx, pool, name, Settings{Rate: rate, Burst: burst}, SetBy{Actor: "test"}); err != nil {
 			t.Fatal(err)
 		}
 		clock := &fakeClock{now: t0}

@@ -238,7 +238,7 @@ func TestEnqueueScheduleStatusThroughTransactionPooler(t *testing.T) {
 	if n := b.count(t, `SELECT count(*) FROM queue_messages`); n != 3000 {
 		t.Fatalf("%d messages, want 3000", n)
 	}
-	if err := limiter.SaveSettings(ctx, b.pooled, limiter.DefaultName, limiter.Settings{Rate: 50, Burst: 5}); err != nil {
+	if err := limiter.SaveSettings(ctx, b.pooled, limiter.DefaultName, limiter.Settings{Rate: 50, Burst: 5}, limiter.SetBy{Actor: "test"}); err != nil {
 		t.Fatal(err)
 	}
 	st, err := report.LoadStatus(ctx, b.pooled, report.StatusOptions{Now: time.Now()})

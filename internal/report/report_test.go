@@ -124,7 +124,7 @@ func knownRuns(t *testing.T, pool *pgxpool.Pool) map[string]string {
 		t.Fatal(err)
 	}
 	// The provider throttled: the adaptive rate is below the ceiling.
-	if err := limiter.SaveSettings(ctx, pool, limiter.DefaultName, limiter.Settings{Rate: 2, Burst: 2}); err != nil {
+	if err := limiter.SaveSettings(ctx, pool, limiter.DefaultName, limiter.Settings{Rate: 2, Burst: 2}, limiter.SetBy{Actor: "test"}); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := pool.Exec(ctx, `UPDATE rate_limiters SET effective_rate = 0.5, throttles = 3`); err != nil {

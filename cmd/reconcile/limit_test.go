@@ -1,0 +1,47 @@
+package main
+
+import (
+	"context"
+	"os/user"
+	"strings"
+	"testing"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/reconcile/reconcile/internal/pgtest"
+)
+
+// TestLimitSetRecordsWhoAndWhy: a limit change is an operator's action, so
+// the limiter's history names who made it and why.
+func TestLimitSetRecordsWhoAndWhy(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	url := pgtest.ConnString(t)
+	e, out := envOn(url)
+	err := run(ctx, []string{"limit", "set", "--rate", "20", "--burst", "4", "--reason", "provider halved our quota"},
+		e.getenv, e.stdin, e.stdout, e.stderr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(out.String(), "rate 20/s, burst 4") {
+		t.Errorf("limit set printed %q", out.String())
+	}
+	conn, err := pgx.Connect(ctx, url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(ctx)
+	var cause, actor, reason string
+	var rate float64
+	if err := conn.QueryRow(ctx, `SELECT cause, rate, actor, reason FROM rate_limiter_history
+		WHERE limiter = 'provider' ORDER BY id DESC LIMIT 1`).Scan(&cause, &rate, &actor, &reason); err != nil {
+		t.Fatal(err)
+	}
+	me, err := user.Current()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cause != "limit set" || rate != 20 || !strings.HasPrefix(actor, me.Username+"@") || reason != "provider halved our quota" {
+		t.Errorf("history row: cause %q, rate %g, actor %q, reason %q", cause, rate, actor, reason)
+	}
+}
