@@ -1,0 +1,212 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"slices"
+	"strings"
+	"text/tabwriter"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/reconcile/reconcile/internal/consume"
+	"github.com/reconcile/reconcile/internal/ledger"
+	"github.com/reconcile/reconcile/internal/providersim"
+)
+
+// demoReport prints the outcome counts against the ground truth, the
+// provider's figures and examples, and returns what it found.
+func demoReport(ctx context.Context, w io.Writer, pool *pgxpool.Pool, sim *providersim.Server, runID uuid.UUID, c *consume.Consumer) (demoResult, error) {
+	res := demoResult{ledger: map[ledger.State]int{}, truth: map[ledger.State]int{}}
+	rows, err := pool.Query(ctx, `
+		SELECT transaction_id, state, coalesce(last_reason, ''),
+		       coalesce((SELECT array_agg(d ->> 'field' ORDER BY d ->> 'field')
+		                   FROM jsonb_array_elements(CASE WHEN jsonb_typeof(differences) = 'array' THEN differences ELSE '[]' END) d), '{}')
+		  FROM items WHERE run_id = $1 ORDER BY transaction_id`, runID)
+	if err != nil {
+		return res, fmt.Errorf("demo: read outcomes: %w", err)
+	}
+	var id, reason string
+	var state ledger.State
+	var fields []string
+	_, err = pgx.ForEachRow(rows, []any{&id, &state, &reason, &fields}, func() error {
+		res.items++
+		res.ledger[state]++
+		t := sim.Truth(id)
+		res.truth[t.Outcome]++
+		want, got := describeOutcome(t.Outcome, t.Fields, t.Reason), describeOutcome(state, fields, reason)
+		if got != want {
+			res.mismatches = append(res.mismatches, fmt.Sprintf("%q: ledger %s, ground truth %s", id, got, want))
+		}
+		return nil
+	})
+	if err != nil {
+		return res, fmt.Errorf("demo: read outcomes: %w", err)
+	}
+
+	fmt.Fprintln(w)
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(tw, "outcome\tledger\tground truth\t")
+	for _, o := range ledger.TerminalStates() {
+		fmt.Fprintf(tw, "%s\t%d\t%d\t\n", o, res.ledger[o], res.truth[o])
+	}
+	fmt.Fprintf(tw, "total\t%d\t%d\t\n", res.items, res.items)
+	if err := tw.Flush(); err != nil {
+		return res, err
+	}
+	if len(res.mismatches) == 0 {
+		fmt.Fprintf(w, "all %d outcomes match the ground truth\n", res.items)
+	} else {
+		fmt.Fprintf(w, "%d of %d outcomes DIFFER from the ground truth:\n", len(res.mismatches), res.items)
+		for i, m := range res.mismatches {
+			if i == 20 {
+				fmt.Fprintf(w, "  ... and %d more\n", len(res.mismatches)-i)
+				break
+			}
+			fmt.Fprintln(w, "  "+m)
+		}
+	}
+
+	st := sim.Stats()
+	statuses := make([]int, 0, len(st.ByStatus))
+	for s := range st.ByStatus {
+		statuses = append(statuses, s)
+	}
+	slices.Sort(statuses)
+	parts := make([]string, len(statuses))
+	for i, s := range statuses {
+		parts[i] = fmt.Sprintf("%d×%d", st.ByStatus[s], s)
+	}
+	fmt.Fprintf(w, "\nprovider calls: %d, %.3f per item (%s); %d throttled (429); at most %d calls for one item\n",
+		st.Calls, float64(st.Calls)/float64(max(res.items, 1)), strings.Join(parts, ", "), st.Throttled, st.MaxCallsPerKey)
+	fmt.Fprintf(w, "provider calls per second by limit phase: %s\n", describePhases(st.Series))
+	if c != nil {
+		s := c.Snapshot()
+		fmt.Fprintf(w, "consumer: %d calls, %d retries scheduled, %d dead-lettered\n", s.Calls, s.Retried, s.DeadLettered)
+	}
+	if err := printExamples(ctx, w, pool, runID); err != nil {
+		return res, err
+	}
+	return res, nil
+}
+
+// describeOutcome names an outcome for comparison, with the differing
+// fields of a mismatch or the reason of a dead letter.
+func describeOutcome(s ledger.State, fields []string, reason string) string {
+	switch s {
+	case ledger.Mismatched:
+		return string(s) + "(" + strings.Join(fields, ",") + ")"
+	case ledger.DeadLettered:
+		return string(s) + "(" + reason + ")"
+	}
+	return string(s)
+}
+
+// printExamples prints a few discrepancies and dead letters of the run from
+// the auditor's views.
+func printExamples(ctx context.Context, w io.Writer, pool *pgxpool.Pool, runID uuid.UUID) error {
+	rows, err := pool.Query(ctx, `
+		SELECT transaction_id, account_id, field, coalesce(expected, ''), coalesce(provider, '')
+		  FROM discrepancies WHERE run_id = $1 ORDER BY transaction_id LIMIT 3`, runID)
+	if err != nil {
+		return fmt.Errorf("demo: read discrepancies: %w", err)
+	}
+	fmt.Fprintln(w, "\nexample discrepancies (view discrepancies):")
+	var id, acct, field, expected, got string
+	if _, err := pgx.ForEachRow(rows, []any{&id, &acct, &field, &expected, &got}, func() error {
+		fmt.Fprintf(w, "  %-28q %s  %s: expected %s, provider %s\n", id, acct, field, expected, got)
+		return nil
+	}); err != nil {
+		return fmt.Errorf("demo: read discrepancies: %w", err)
+	}
+	rows, err = pool.Query(ctx, `
+		SELECT transaction_id, coalesce(reason, ''), attempts, coalesce(http_status, 0)
+		  FROM dead_lettered_items WHERE run_id = $1 ORDER BY transaction_id LIMIT 3`, runID)
+	if err != nil {
+		return fmt.Errorf("demo: read dead letters: %w", err)
+	}
+	fmt.Fprintln(w, "example dead letters (view dead_lettered_items):")
+	var reason string
+	var attempts, status int
+	if _, err := pgx.ForEachRow(rows, []any{&id, &reason, &attempts, &status}, func() error {
+		fmt.Fprintf(w, "  %-28q %s after %s (last HTTP status %d)\n", id, reason, countOf(attempts, "attempt", "attempts"), status)
+		return nil
+	}); err != nil {
+		return fmt.Errorf("demo: read dead letters: %w", err)
+	}
+	return nil
+}
+
+// exampleRetried returns a transaction of the run that needed a retry and
+// then succeeded, for the transaction_history example query.
+func exampleRetried(ctx context.Context, pool *pgxpool.Pool, runID uuid.UUID) (string, error) {
+	var id string
+	err := pool.QueryRow(ctx, `
+		SELECT transaction_id FROM items
+		 WHERE run_id = $1 AND state = 'matched' AND attempts > 1 AND transaction_id !~ '[''\\]'
+		 ORDER BY attempts DESC, transaction_id LIMIT 1`, runID).Scan(&id)
+	if errors.Is(err, pgx.ErrNoRows) {
+		err = pool.QueryRow(ctx, `SELECT transaction_id FROM items WHERE run_id = $1 ORDER BY transaction_id LIMIT 1`, runID).Scan(&id)
+	}
+	if err != nil {
+		return "", fmt.Errorf("demo: pick an example transaction: %w", err)
+	}
+	return id, nil
+}
+
+func printQueries(w io.Writer, psql, example string) {
+	fmt.Fprintf(w, "\nThe database is still running. Connect with:\n  %s\n\nand try:\n", psql)
+	fmt.Fprintln(w, "  SELECT reconciliation_id, item_count, matched, mismatched, missing, dead_lettered, provider_calls, throttles, duration FROM run_summary;")
+	fmt.Fprintln(w, "  SELECT transaction_id, account_id, field, expected, provider FROM discrepancies ORDER BY transaction_id LIMIT 10;")
+	fmt.Fprintf(w, "  SELECT seq, at, from_state, to_state, attempt, http_status, reason FROM transaction_history WHERE transaction_id = '%s' ORDER BY seq;\n",
+		strings.ReplaceAll(example, "'", "''"))
+}
+
+// describePhases summarises the simulator's per-second series by the limit
+// in force: how close the consumer kept to each limit.
+func describePhases(series []providersim.Second) string {
+	type phase struct {
+		limit   float64
+		calls   int64
+		seconds int
+	}
+	var phases []phase
+	for _, s := range series {
+		if s.Limit == 0 {
+			continue // before the demo's limit was set
+		}
+		if len(phases) == 0 || phases[len(phases)-1].limit != s.Limit {
+			phases = append(phases, phase{limit: s.Limit})
+		}
+		p := &phases[len(phases)-1]
+		p.calls += s.Calls
+		p.seconds++
+	}
+	parts := make([]string, len(phases))
+	for i, p := range phases {
+		parts[i] = fmt.Sprintf("%.0f/s while the limit was %g/s (%ds)", float64(p.calls)/float64(p.seconds), p.limit, p.seconds)
+	}
+	return strings.Join(parts, ", ")
+}
+
+func describeSchedule(s providersim.Schedule) string {
+	parts := make([]string, len(s))
+	for i, st := range s {
+		parts[i] = fmt.Sprintf("%g/s", st.Rate)
+		if st.At > 0 {
+			parts[i] += " after " + st.At.String()
+		}
+	}
+	return strings.Join(parts, ", ")
+}
+
+// countOf writes n with the singular or plural noun: "1 attempt", "2 attempts".
+func countOf(n int, one, many string) string {
+	if n == 1 {
+		return "1 " + one
+	}
+	return fmt.Sprintf("%d %s", n, many)
+}
