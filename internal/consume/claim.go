@@ -3,7 +3,6 @@ package consume
 import (
 	"context"
 	"fmt"
-	"sync/atomic"
 	"time"
 
 	"github.com/reconcile/reconcile/internal/ledger"
@@ -19,18 +18,19 @@ type job struct {
 	claimedAt time.Time // when the lease started, by the local clock
 }
 
-// claimLoop claims batches for free worker slots until ctx ends or, with
-// UntilDone, every run is complete. It claims once at least half of the
-// buffer is free (or the buffer is empty), so batches stay large when the
-// workers are fast; taken signals that a worker took a job, busy counts the
-// workers processing one, and runDone that a recorded result completed a
-// run.
-func (c *Consumer) claimLoop(ctx context.Context, jobs chan<- job, taken <-chan struct{}, busy *atomic.Int64, runDone <-chan struct{}) error {
+// claimLoop claims batches of l's messages for free worker slots until ctx
+// ends or, with UntilDone, every run is complete. It claims once at least
+// half of the buffer is free (or the buffer is empty), so batches stay large
+// when the workers are fast. While l's circuit is open it claims nothing but
+// the one message of the next probe, so the process holds no leases it
+// cannot use.
+func (c *Consumer) claimLoop(ctx context.Context, l *lane) error {
 	listener, err := c.queue.Listen(ctx)
 	if err != nil {
 		return fmt.Errorf("listen for queue messages: %w", err)
 	}
 	defer listener.Close(context.WithoutCancel(ctx))
+	jobs := l.jobs
 	failures := 0
 	for ctx.Err() == nil {
 		free := cap(jobs) - len(jobs)
@@ -39,13 +39,25 @@ func (c *Consumer) claimLoop(ctx context.Context, jobs chan<- job, taken <-chan 
 			select {
 			case <-ctx.Done():
 				return ctx.Err()
-			case <-taken:
+			case <-l.taken:
 			}
 			continue
 		}
+		if st := l.circuitState(); st.Open {
+			now := c.cfg.Now()
+			if now.Before(st.NextProbe) || len(jobs) > 0 || l.busy.Load() > 0 {
+				// Not yet time to probe, or the probe is out.
+				wait := min(max(st.NextProbe.Sub(now), circuitPoll), c.cfg.IdleWait)
+				if err := pause.For(ctx, wait); err != nil {
+					return err
+				}
+				continue
+			}
+			free = 1 // the probe's message
+		}
 		// A claim is not cancelled half way: messages leased by a claim
 		// whose answer was lost would stay invisible for a whole lease.
-		batch, err := c.claim(context.WithoutCancel(ctx), free)
+		batch, err := c.claim(context.WithoutCancel(ctx), l, free)
 		if ctx.Err() != nil {
 			for _, j := range batch {
 				c.release(context.WithoutCancel(ctx), j.d)
@@ -68,7 +80,7 @@ func (c *Consumer) claimLoop(ctx context.Context, jobs chan<- job, taken <-chan 
 		if len(batch) > 0 {
 			continue
 		}
-		if c.cfg.UntilDone && len(jobs) == 0 && busy.Load() == 0 {
+		if c.cfg.UntilDone && len(jobs) == 0 && l.busy.Load() == 0 {
 			done, err := c.allRunsComplete(ctx)
 			switch {
 			case err != nil && ctx.Err() == nil:
@@ -77,7 +89,7 @@ func (c *Consumer) claimLoop(ctx context.Context, jobs chan<- job, taken <-chan 
 				return nil
 			}
 		}
-		if err := c.idle(ctx, listener, runDone); err != nil {
+		if err := c.idle(ctx, listener, l.runDone); err != nil {
 			return err
 		}
 	}
@@ -107,9 +119,19 @@ func (c *Consumer) idle(ctx context.Context, listener *queue.Listener, runDone <
 	return nil
 }
 
-// claim claims up to n messages and loads their items in one query.
-func (c *Consumer) claim(ctx context.Context, n int) ([]job, error) {
-	ds, err := c.queue.Claim(ctx, n)
+// circuitPoll is how often a claimer whose circuit is open and whose probe is
+// out looks again.
+const circuitPoll = 50 * time.Millisecond
+
+// claim claims up to n of l's messages and loads their items in one query.
+func (c *Consumer) claim(ctx context.Context, l *lane, n int) ([]job, error) {
+	var ds []queue.Delivery
+	var err error
+	if l.claim == nil {
+		ds, err = c.queue.Claim(ctx, n)
+	} else {
+		ds, err = c.queue.ClaimProviders(ctx, n, l.claim)
+	}
 	if err != nil || len(ds) == 0 {
 		return nil, err
 	}

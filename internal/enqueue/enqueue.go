@@ -231,7 +231,7 @@ func (e *Enqueuer) create(ctx context.Context, req Request, next bool) (Result, 
 		// publish saves, and messages are claimed in whatever order the
 		// items come back, usually the source's.
 		published, err := e.cfg.Queue.PublishNewQuery(ctx, tx,
-			`SELECT run_id, $2::text, transaction_id, idempotency_key, 0 FROM items WHERE run_id = $1`,
+			`SELECT run_id, $2::text, transaction_id, idempotency_key, 0, provider FROM items WHERE run_id = $1`,
 			res.RunID, res.ReconciliationID)
 		if err != nil {
 			return fmt.Errorf("publish messages of run %s: %w", res.ReconciliationID, err)
