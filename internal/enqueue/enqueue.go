@@ -107,6 +107,16 @@ type Request struct {
 	Trigger Trigger
 	// Rerun says what to do with a date that already has a run.
 	Rerun Rerun
+	// Providers, when not nil, lists the providers of the providers file:
+	// a payment naming another is bad input on its line. Defaults to nil:
+	// any provider name is accepted and consume checks them.
+	Providers []string
+	// ProvidersSource names the providers file in those problems.
+	ProvidersSource string
+	// DefaultProvider is recorded on the items whose payment names no
+	// provider (the providers file's default). Defaults to "": the
+	// default provider, whichever consume is given.
+	DefaultProvider string
 	// Prefix starts the run's reconciliation id: PREFIX-YYYY-MM-DD, then
 	// PREFIX-YYYY-MM-DD-g2, ... `reconcile demo` on a shared database uses
 	// "demo". Defaults to "nightly".
@@ -264,6 +274,8 @@ func (e *Enqueuer) copyItems(ctx context.Context, tx pgx.Tx, req Request, run Re
 		BusinessDate:     req.Date,
 		Location:         req.Location,
 		AllowOutsideDate: req.AllowOutsideDate,
+		Providers:        req.Providers,
+		ProvidersSource:  req.ProvidersSource,
 	})
 	if err != nil {
 		return 0, "", err
@@ -281,7 +293,7 @@ func (e *Enqueuer) copyItems(ctx context.Context, tx pgx.Tx, req Request, run Re
 		}
 		return ledger.NewItem{TransactionID: p.TransactionID, AccountID: p.AccountID,
 			IdempotencyKey: IdempotencyKey(run.ReconciliationID, p.TransactionID), AmountMinor: p.AmountMinor,
-			Currency: p.Currency, Status: p.Status, OccurredAt: p.OccurredAt}, nil
+			Currency: p.Currency, Status: p.Status, OccurredAt: p.OccurredAt, Provider: cmp.Or(p.Provider, req.DefaultProvider)}, nil
 	})
 	if problems := r.Problems(); !problems.Empty() {
 		return 0, "", problems
