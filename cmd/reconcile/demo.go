@@ -350,6 +350,8 @@ func runDemo(ctx context.Context, e *env, logger *slog.Logger, o demoOptions) (d
 			return "demo"
 		case "RECONCILE_PROVIDER_CLIENT_SECRET":
 			return clientSecret.Reveal()
+		case "RECONCILE_PROVIDERS":
+			return "" // the demo calls its own simulator only
 		}
 		return e.getenv(k)
 	}

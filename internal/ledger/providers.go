@@ -31,7 +31,9 @@ type ProviderTotal struct {
 // ProviderTotals breaks a run's items down by provider, ordered by name
 // (the default provider first). It reads the run's items (one index range),
 // so it is for summaries, not for every call.
-func ProviderTotals(ctx context.Context, db DB, runID uuid.UUID) ([]ProviderTotal, error) {
+func ProviderTotals(ctx context.Context, db interface {
+	Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error)
+}, runID uuid.UUID) ([]ProviderTotal, error) {
 	rows, err := db.Query(ctx, `
 		SELECT provider, count(*),
 		       count(*) FILTER (WHERE state = 'matched'), count(*) FILTER (WHERE state = 'mismatched'),

@@ -219,8 +219,8 @@ func (d *parser) providerEntry(m member, key string) (ProviderEntry, error) {
 	cp := *p
 	a := Auth{Type: p.Auth.Type, Optional: p.Auth.Optional, TokenURL: p.Auth.TokenURL, Scopes: p.Auth.Scopes, InParams: p.Auth.InParams}
 	allowed := map[AuthType][]string{
-		AuthBearer: {"token_env"},
-		AuthBasic:  {"username_env", "password_env"},
+		AuthBearer:                  {"token_env"},
+		AuthBasic:                   {"username_env", "password_env"},
 		AuthOAuth2ClientCredentials: {"client_id_env", "client_secret_env"},
 	}[p.Auth.Type]
 	for _, k := range []string{"token_env", "username_env", "password_env", "client_id_env", "client_secret_env"} {

@@ -84,6 +84,7 @@ func (st Status) WriteText(w io.Writer) error {
 		fmt.Fprintf(bw, ", paused until %s", fmtTime(*l.PenaltyUntil))
 	}
 	bw.WriteString("\n")
+	st.writeProviders(bw)
 	if len(st.Runs) == 0 {
 		bw.WriteString("no runs\n")
 	}
@@ -94,6 +95,7 @@ func (st Status) WriteText(w io.Writer) error {
 			r.Items, s.Matched, s.Mismatched, s.Missing, s.DeadLettered, s.Queued, s.RetryScheduled)
 		fmt.Fprintf(bw, "  progress  %s (%d of %d done)\n", fmtPercent(r.ProgressPercent, r.Open == 0), r.Items-r.Open, r.Items)
 		fmt.Fprintf(bw, "  calls     %d provider calls, %d throttled\n", r.ProviderCalls, r.Throttles)
+		writeProviderTotals(bw, "  ", r.Providers)
 		q := r.Queue
 		fmt.Fprintf(bw, "  queue     %d available, %d in flight, %d delayed, %d dead letters; oldest waiting %s\n",
 			q.Available, q.InFlight, q.Delayed, q.DeadLettered, fmtWaiting(q))
