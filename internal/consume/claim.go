@@ -125,13 +125,7 @@ const circuitPoll = 50 * time.Millisecond
 
 // claim claims up to n of l's messages and loads their items in one query.
 func (c *Consumer) claim(ctx context.Context, l *lane, n int) ([]job, error) {
-	var ds []queue.Delivery
-	var err error
-	if l.claim == nil {
-		ds, err = c.queue.Claim(ctx, n)
-	} else {
-		ds, err = c.queue.ClaimProviders(ctx, n, l.claim)
-	}
+	ds, err := c.queue.ClaimProviders(ctx, n, l.claim)
 	if err != nil || len(ds) == 0 {
 		return nil, err
 	}

@@ -208,13 +208,12 @@ func NewWithProviders(pool *pgxpool.Pool, q *queue.Queue, providers []Provider, 
 		if err != nil {
 			return nil, fmt.Errorf("consume: %w", err)
 		}
-		l := &lane{Provider: p, breaker: b, warn: circuit.Warnings{Every: cfg.WarnEvery}, logger: cfg.Logger}
-		if len(providers) > 1 {
-			l.claim = []string{p.Name}
+		l := &lane{Provider: p, breaker: b, warn: circuit.Warnings{Every: cfg.WarnEvery}, logger: cfg.Logger, claim: []string{p.Name}}
+		if i == 0 && p.Name != "" {
+			l.claim = append(l.claim, "")
+		}
+		if p.Name != "" {
 			l.logger = cfg.Logger.With("provider", p.Name)
-			if i == 0 {
-				l.claim = append(l.claim, "")
-			}
 		}
 		c.lanes = append(c.lanes, l)
 	}

@@ -35,8 +35,9 @@ type Provider struct {
 type lane struct {
 	Provider
 	// claim is what the lane's claimer asks the queue for: the providers
-	// named on the messages it takes ("" for the default provider's
-	// unnamed items); nil claims every message (a single provider).
+	// named on the messages it takes, "" for the items that name none (a
+	// consumer of one unnamed provider takes only those: items routed to a
+	// named provider are never sent to it).
 	claim   []string
 	jobs    chan job
 	taken   chan struct{} // a worker took a job

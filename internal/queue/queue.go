@@ -297,25 +297,38 @@ func (q *Queue) Claim(ctx context.Context, n int) ([]Delivery, error) {
 
 // ClaimProviders is Claim restricted to the messages of the named providers
 // ("" names the default provider's), so a consumer of several providers
-// claims each provider's messages at that provider's own pace.
+// claims each provider's messages at that provider's own pace. It claims
+// from the first provider, then fills what is left from the next: one
+// ordered index range per provider, never a sort across them.
 func (q *Queue) ClaimProviders(ctx context.Context, n int, providers []string) ([]Delivery, error) {
-	if providers == nil {
-		providers = []string{}
+	var out []Delivery
+	for _, p := range providers {
+		if len(out) >= n {
+			break
+		}
+		ds, err := q.claim(ctx, n-len(out), &p)
+		if err != nil && len(out) > 0 {
+			return out, nil // the leases taken are the caller's; the error comes again
+		}
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, ds...)
 	}
-	return q.claim(ctx, n, providers)
+	return out, nil
 }
 
-// claim claims for Claim (providers nil: any message) and ClaimProviders.
-func (q *Queue) claim(ctx context.Context, n int, providers []string) ([]Delivery, error) {
+// claim claims for Claim (provider nil: any message) and ClaimProviders.
+func (q *Queue) claim(ctx context.Context, n int, provider *string) ([]Delivery, error) {
 	if n <= 0 {
 		return nil, nil
 	}
 	lease := uuid.New()
 	filter := ""
 	args := pgx.StrictNamedArgs{"now": q.now(), "n": n, "lease": lease, "visibility_us": q.cfg.Visibility.Microseconds()}
-	if providers != nil {
-		filter = " AND provider = ANY(@providers::text[])"
-		args["providers"] = providers
+	if provider != nil {
+		filter = " AND provider = @provider"
+		args["provider"] = *provider
 	}
 	rows, err := q.pool.Query(ctx, `
 WITH picked AS (
