@@ -178,6 +178,7 @@ func TestProviderOutageDeadLettersNothing(t *testing.T) {
 			for d, step := time.Duration(0), cfg.Circuit.ProbeBase; d < tc.outage; d, step = d+step, min(2*step, cfg.Circuit.ProbeCap) {
 				probes++
 			}
+			t.Logf("%d calls into the closed port during the %s outage", outageCalls, tc.outage)
 			if limit := int64(cfg.Concurrency + probes + 2); outageCalls > limit {
 				t.Errorf("%d calls during the outage, want at most %d (in flight when it began, then %d probes)", outageCalls, limit, probes)
 			}
