@@ -129,6 +129,16 @@ func run(ctx context.Context, o options) error {
 		fmt.Printf("\n== %s: %s\n", s.name, s.about)
 		var all [][]figure
 		for i := range o.runs {
+			if s.multi != nil {
+				figs, err := s.multi(ctx, srv, o)
+				if err != nil {
+					return fmt.Errorf("%s run %d: %w", s.name, i+1, err)
+				}
+				fmt.Printf("run %d (load average %s):\n", i+1, loadAverage())
+				printFigures(figs)
+				all = append(all, figs)
+				continue
+			}
 			res, err := execute(ctx, srv, s.spec, o)
 			if err != nil {
 				return fmt.Errorf("%s run %d: %w", s.name, i+1, err)

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"fmt"
 	"math"
 	"path/filepath"
@@ -17,6 +18,8 @@ type scenario struct {
 	spec    spec
 	figures func(result) []figure
 	write   func(dir string, r result) error // optional files
+	// multi, when set, runs the scenario instead of spec (two providers).
+	multi func(ctx context.Context, srv *server, o options) ([]figure, error)
 }
 
 func scenarioNames() []string {
@@ -207,6 +210,14 @@ func scenarios() []scenario {
 				}
 			},
 		},
+		providersScenario("providers", "two providers at 40/s and 160/s (each simulator enforcing its own with a burst of 10; the consumer told each, burst 5), 4000 items split 1:3, 8 workers",
+			providersSpec{items: 4000, slowRate: 40, fastRate: 160, concurrency: 8, processes: 1}),
+		providersScenario("providers-outage", "as providers, the slow provider's port closed from 5 s to 15 s (connection refused)",
+			providersSpec{items: 4000, slowRate: 40, fastRate: 160, concurrency: 8, processes: 1, outageAt: 5 * time.Second, outage: 10 * time.Second}),
+		providersScenario("providers-4proc", "as providers, four consumers (own pools, limiter handles and clients) of 4 workers each",
+			providersSpec{items: 4000, slowRate: 40, fastRate: 160, concurrency: 4, processes: 4}),
+		providersScenario("providers-4proc-outage", "as providers-4proc, with the slow provider's 10 s outage",
+			providersSpec{items: 4000, slowRate: 40, fastRate: 160, concurrency: 4, processes: 4, outageAt: 5 * time.Second, outage: 10 * time.Second}),
 		{
 			name:  "nightly",
 			about: "18000 items, simulator and limiter at 500/s (burst 50)",

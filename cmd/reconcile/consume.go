@@ -19,6 +19,7 @@ import (
 	"github.com/reconcile/reconcile/internal/ledger"
 	"github.com/reconcile/reconcile/internal/limiter"
 	"github.com/reconcile/reconcile/internal/metrics"
+	"github.com/reconcile/reconcile/internal/profile"
 	"github.com/reconcile/reconcile/internal/progress"
 	"github.com/reconcile/reconcile/internal/provider"
 	"github.com/reconcile/reconcile/internal/queue"
@@ -47,6 +48,7 @@ type consumeFlags struct {
 	metricsAddr      string
 	progress         string
 	listenURL        string
+	providersFile    string
 	// limiterName selects the shared limiter's row (not a flag: `demo`
 	// uses its own so it never touches the real provider's setting).
 	// Empty means limiter.DefaultName.
@@ -73,6 +75,7 @@ func (f *consumeFlags) register(fs *flag.FlagSet) {
 	fs.DurationVar(&f.timeout, "timeout", 10*time.Second, "overall timeout of one provider call")
 	fs.BoolVar(&f.insecure, "insecure-skip-verify", false, "DANGEROUS: do not verify the provider's TLS certificate")
 	fs.StringVar(&f.metricsAddr, "metrics-addr", "", "serve Prometheus metrics at http://ADDR/metrics (e.g. :9090); empty: off")
+	fs.StringVar(&f.providersFile, "providers", "", "providers file: several providers, each with its profile, URL, credentials' variables and limit (default $RECONCILE_PROVIDERS; see docs/providers.md)")
 	fs.StringVar(&f.progress, "progress", "auto", "progress: bar, log (a line every 10s), off, or auto (bar when stderr is a terminal, else log)")
 	fs.StringVar(&f.listenURL, "listen-url", "", "direct database connection for LISTEN, when DATABASE_URL goes through a transaction pooler (default $RECONCILE_LISTEN_URL; without it idle consumers poll)")
 }
@@ -81,6 +84,12 @@ func (f *consumeFlags) register(fs *flag.FlagSet) {
 // worker recording a result, plus the claimer, the queue listener, the
 // limiter's lease and a spare for status queries.
 func (f *consumeFlags) poolSize() int32 { return int32(f.concurrency + 4) }
+
+// poolSizeFor is poolSize with a claimer and a queue listener more for each
+// provider after the first.
+func (f *consumeFlags) poolSizeFor(providers int) int32 {
+	return f.poolSize() + 2*int32(max(providers-1, 0))
+}
 
 func (f *consumeFlags) policy() (decision.Policy, error) {
 	jitter, err := decision.ParseJitter(f.jitter)
@@ -138,7 +147,13 @@ func cmdConsume(ctx context.Context, e *env, args []string) error {
 	if err != nil {
 		return err
 	}
-	pool, err := e.connectN(ctx, logger, f.poolSize())
+	n := 1
+	if p, err := loadProvidersFile(e, f.providersFile); err != nil {
+		return err
+	} else if p != nil {
+		n = len(p.List)
+	}
+	pool, err := e.connectN(ctx, logger, f.poolSizeFor(n))
 	if err != nil {
 		return err
 	}
@@ -187,6 +202,13 @@ func runConsume(ctx context.Context, e *env, pool *pgxpool.Pool, logger *slog.Lo
 	if err != nil {
 		return err
 	}
+	providers, err := loadProvidersFile(e, f.providersFile)
+	if err != nil {
+		return err
+	}
+	if providers != nil {
+		return runConsumeProviders(ctx, e, pool, logger, f, policy, providers, started)
+	}
 	prof, err := loadProfile(e, f.profile)
 	if err != nil {
 		return err
@@ -212,19 +234,68 @@ func runConsume(ctx context.Context, e *env, pool *pgxpool.Pool, logger *slog.Lo
 	defer lim.Close()
 	q := queue.New(pool, queue.Config{Visibility: f.visibility, MaxDeliveries: f.maxDeliveries, Logger: logger,
 		ListenURL: cmp.Or(f.listenURL, e.getenv("RECONCILE_LISTEN_URL"))})
+	if err := checkQueuedProviders(ctx, q, nil); err != nil {
+		return err
+	}
 	c, err := consume.New(pool, q, lim, client, consume.Config{Concurrency: f.concurrency, Policy: policy,
 		UntilDone: f.untilDone, Grace: f.grace, Logger: logger})
 	if err != nil {
 		return err
 	}
-	if started != nil {
-		started(c)
+	logger.Info("consuming", "provider", client.BaseURL(), "profile", prof.Name, "concurrency", f.concurrency, "until_done", f.untilDone)
+	return runConsumer(ctx, e, pool, logger, f, c, []*limiter.Shared{lim}, q, started)
+}
+
+// runConsumeProviders is runConsume with a providers file: bad input (an
+// unset variable, queued items of providers not in the file) stops it
+// before anything is claimed.
+func runConsumeProviders(ctx context.Context, e *env, pool *pgxpool.Pool, logger *slog.Logger, f consumeFlags,
+	policy decision.Policy, p *profile.Providers, started func(*consume.Consumer)) error {
+	if f.providerURL != "" || f.profile != "" || f.rate > 0 {
+		return usageErrorf("consume: --providers gives each provider's URL, profile and rate; drop --provider-url, --profile and --rate (or use limit set --provider)")
 	}
-	stopWatching, err := watchConsumer(ctx, e, pool, logger, f, c, lim, q)
+	if err := checkProviderEnv(e, p); err != nil {
+		return err
+	}
+	if f.insecure {
+		logger.Warn("TLS certificate verification of the providers is OFF (--insecure-skip-verify): anyone on the network path can impersonate them")
+	}
+	q := queue.New(pool, queue.Config{Visibility: f.visibility, MaxDeliveries: f.maxDeliveries, Logger: logger,
+		ListenURL: cmp.Or(f.listenURL, e.getenv("RECONCILE_LISTEN_URL"))})
+	if err := checkQueuedProviders(ctx, q, p); err != nil {
+		return err
+	}
+	providers, closeAll, err := openProviders(ctx, e, pool, logger, p, f)
 	if err != nil {
 		return err
 	}
-	logger.Info("consuming", "provider", client.BaseURL(), "profile", prof.Name, "concurrency", f.concurrency, "until_done", f.untilDone)
+	defer closeAll()
+	c, err := consume.NewWithProviders(pool, q, providers, consume.Config{Concurrency: f.concurrency, Policy: policy,
+		UntilDone: f.untilDone, Grace: f.grace, Logger: logger})
+	if err != nil {
+		return err
+	}
+	lims := make([]*limiter.Shared, len(providers))
+	for i, pr := range providers {
+		lims[i] = pr.Limiter
+		logger.Info("provider", "provider", pr.Name, "url", pr.Client.BaseURL(), "profile", pr.Client.Profile().Name,
+			"limiter", providerLimiter(pr.Name), "default", pr.Name == p.Default)
+	}
+	logger.Info("consuming", "providers", p.File, "concurrency", f.concurrency, "until_done", f.untilDone)
+	return runConsumer(ctx, e, pool, logger, f, c, lims, q, started)
+}
+
+// runConsumer runs a built consumer with its progress and metrics, and
+// prints the completions with --until-done.
+func runConsumer(ctx context.Context, e *env, pool *pgxpool.Pool, logger *slog.Logger, f consumeFlags,
+	c *consume.Consumer, lims []*limiter.Shared, q *queue.Queue, started func(*consume.Consumer)) error {
+	if started != nil {
+		started(c)
+	}
+	stopWatching, err := watchConsumer(ctx, e, pool, logger, f, c, lims, q)
+	if err != nil {
+		return err
+	}
 	start := time.Now()
 	err = c.Run(ctx)
 	stopWatching()
@@ -238,7 +309,7 @@ func runConsume(ctx context.Context, e *env, pool *pgxpool.Pool, logger *slog.Lo
 		return err
 	}
 	if f.untilDone {
-		return printCompletions(ctx, e.stdout, pool)
+		return printCompletions(ctx, e.stdout, pool, start)
 	}
 	return nil
 }
@@ -247,13 +318,17 @@ func runConsume(ctx context.Context, e *env, pool *pgxpool.Pool, logger *slog.Lo
 // log lines, and the metrics server with --metrics-addr. stop ends both
 // (the progress reporter after one last report).
 func watchConsumer(ctx context.Context, e *env, pool *pgxpool.Pool, logger *slog.Logger, f consumeFlags,
-	c *consume.Consumer, lim *limiter.Shared, q *queue.Queue) (stop func(), err error) {
+	c *consume.Consumer, lims []*limiter.Shared, q *queue.Queue) (stop func(), err error) {
 	watchCtx, cancel := context.WithCancel(ctx)
 	var wg sync.WaitGroup
 	stop = func() { cancel(); wg.Wait() }
 	if f.metricsAddr != "" {
 		ready, errc := make(chan net.Addr, 1), make(chan error, 1)
-		cfg := metrics.Config{Consumer: c.Snapshot, Limiter: lim.Snapshot, Queue: q, DB: pool, Logger: logger}
+		cfg := metrics.Config{Consumer: c.Snapshot, Limiter: lims[0].Snapshot, Queue: q, DB: pool, Logger: logger,
+			Circuits: c.Circuits}
+		for _, l := range lims[1:] {
+			cfg.MoreLimiters = append(cfg.MoreLimiters, l.Snapshot)
+		}
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
@@ -298,8 +373,10 @@ func watchConsumer(ctx context.Context, e *env, pool *pgxpool.Pool, logger *slog
 	return stop, nil
 }
 
-// printCompletions prints one line per run with its completion totals.
-func printCompletions(ctx context.Context, w io.Writer, pool *pgxpool.Pool) error {
+// printCompletions prints one line per run with its completion totals, and
+// for the runs completed since since whose items name providers, a line per
+// provider.
+func printCompletions(ctx context.Context, w io.Writer, pool *pgxpool.Pool, since time.Time) error {
 	cs, err := ledger.Completions(ctx, pool)
 	if err != nil {
 		return err
@@ -308,6 +385,20 @@ func printCompletions(ctx context.Context, w io.Writer, pool *pgxpool.Pool) erro
 		fmt.Fprintf(w, "%s complete: %d items: %d matched, %d mismatched, %d missing, %d dead-lettered; %d provider calls (%.3f per item), %d throttled; %s after enqueue\n",
 			c.ReconciliationID, c.Items, c.Matched, c.Mismatched, c.Missing, c.DeadLettered, c.ProviderCalls,
 			float64(c.ProviderCalls)/float64(max(c.Items, 1)), c.Throttles, c.Took.Round(time.Millisecond))
+		if c.CompletedAt.Before(since) {
+			continue
+		}
+		totals, err := ledger.ProviderTotals(ctx, pool, c.RunID)
+		if err != nil {
+			return err
+		}
+		if len(totals) == 1 && totals[0].Provider == "" {
+			continue
+		}
+		for _, p := range totals {
+			fmt.Fprintf(w, "  provider %s: %d items: %d matched, %d mismatched, %d missing, %d dead-lettered; %d provider calls, %d throttled\n",
+				cmp.Or(p.Provider, "(default)"), p.Items, p.Matched, p.Mismatched, p.Missing, p.DeadLettered, p.ProviderCalls, p.Throttles)
+		}
 	}
 	return nil
 }

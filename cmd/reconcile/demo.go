@@ -239,6 +239,8 @@ func consumeDemoDay(ctx context.Context, e *env, pool *pgxpool.Pool, logger *slo
 			return "demo"
 		case "RECONCILE_PROVIDER_CLIENT_SECRET":
 			return prov.clientSecret.Reveal()
+		case "RECONCILE_PROVIDERS":
+			return "" // the demo calls its own simulator only
 		}
 		return e.getenv(k)
 	}

@@ -33,12 +33,20 @@ func cmdEnqueue(ctx context.Context, e *env, args []string) error {
 	allowOutside := fs.Bool("allow-outside-date", false, "accept payments whose occurred_at falls outside the business date")
 	trigger := fs.String("trigger", "manual", "what started this run: manual or cron")
 	rerun := fs.String("rerun", "", "re-run a date: failed (requeue its dead letters) or all (a new generation)")
+	providersFile := fs.String("providers", "", "providers file: a payment naming a provider not in it is bad input (default $RECONCILE_PROVIDERS)")
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
 	req, err := enqueueRequest(e, *date, *source, *format, *tz, *trigger, *rerun, *allowOutside)
 	if err != nil {
 		return err
+	}
+	providers, err := loadProvidersFile(e, *providersFile)
+	if err != nil {
+		return err
+	}
+	if providers != nil {
+		req.Providers, req.ProvidersSource, req.DefaultProvider = providers.Names(), providers.File, providers.Default
 	}
 	logger, pool, err := e.open(ctx)
 	if err != nil {

@@ -9,12 +9,14 @@ import (
 	"time"
 
 	"github.com/reconcile/reconcile/internal/limiter"
+	"github.com/reconcile/reconcile/internal/payments"
 )
 
 func cmdLimit(ctx context.Context, e *env, args []string) error {
 	if len(args) == 0 || args[0] == "-h" || args[0] == "--help" || args[0] == "help" {
-		fmt.Fprintf(e.stderr, "Usage: reconcile limit show [--name NAME] [--json]\n       reconcile limit set [--rate R] [--burst B] [--name NAME]\n\n"+
+		fmt.Fprintf(e.stderr, "Usage: reconcile limit show [--provider NAME | --name NAME] [--json]\n       reconcile limit set [--rate R] [--burst B] [--provider NAME | --name NAME]\n\n"+
 			"Show or change the provider's rate limit, shared by every consumer through the database.\n"+
+			"With a providers file each provider has its own: --provider names it.\n"+
 			"Running consumers apply a change within a second. Without a stored setting the limit is\n"+
 			"%g requests/s with a burst of %d.\n\n"+
 			"Example:\n  reconcile limit set --rate 50 --burst 20\n", limiter.DefaultRate, limiter.DefaultBurst)
@@ -33,13 +35,17 @@ func cmdLimit(ctx context.Context, e *env, args []string) error {
 }
 
 func cmdLimitShow(ctx context.Context, e *env, args []string) error {
-	fs := newFlagSet(e, "limit show", "[--name NAME] [--json]",
+	fs := newFlagSet(e, "limit show", "[--provider NAME | --name NAME] [--json]",
 		"Print the configured rate and burst, the adaptive rate in force, the current penalty and the\n"+
 			"number of throttles the consumers have reported.",
 		"reconcile limit show --json")
 	name := fs.String("name", limiter.DefaultName, "limiter name")
+	prov := fs.String("provider", "", "a providers file's provider: its own limiter (provider:NAME)")
 	asJSON := fs.Bool("json", false, "print JSON")
 	if err := parseFlags(fs, args); err != nil {
+		return err
+	}
+	if err := limiterFlags(fs, name, *prov); err != nil {
 		return err
 	}
 	_, pool, err := e.open(ctx)
@@ -90,15 +96,19 @@ func cmdLimitShow(ctx context.Context, e *env, args []string) error {
 }
 
 func cmdLimitSet(ctx context.Context, e *env, args []string) error {
-	fs := newFlagSet(e, "limit set", "[--rate R] [--burst B] [--name NAME]",
+	fs := newFlagSet(e, "limit set", "[--rate R] [--burst B] [--provider NAME | --name NAME]",
 		"Set the provider's rate limit (requests per second, the ceiling of the adaptive rate) and burst.\n"+
 			"A flag left out keeps its stored value. Running consumers apply the change within a second.",
-		"reconcile limit set --rate 50 --burst 20 --reason \"the provider raised our quota\"")
+		"reconcile limit set --provider paypal --rate 50 --burst 20 --reason \"the provider raised our quota\"")
 	name := fs.String("name", limiter.DefaultName, "limiter name")
+	prov := fs.String("provider", "", "a providers file's provider: its own limiter (provider:NAME)")
 	rate := fs.Float64("rate", 0, "requests per second, > 0")
 	burst := fs.Int("burst", 0, "requests allowed at once after an idle period, >= 1")
 	reason := fs.String("reason", "", "why, recorded with the change in the limiter's history")
 	if err := parseFlags(fs, args); err != nil {
+		return err
+	}
+	if err := limiterFlags(fs, name, *prov); err != nil {
 		return err
 	}
 	set := map[string]bool{}
@@ -134,5 +144,21 @@ func cmdLimitSet(ctx context.Context, e *env, args []string) error {
 		return err
 	}
 	fmt.Fprintf(e.stdout, "limiter %s: rate %g/s, burst %d\n", *name, s.Rate, s.Burst)
+	return nil
+}
+
+// limiterFlags applies --provider NAME to the limiter name: the provider's
+// own row. --name and --provider together are a usage error.
+func limiterFlags(fs *flag.FlagSet, name *string, prov string) error {
+	if prov == "" {
+		return nil
+	}
+	if flagSet(fs.Visit, "name") {
+		return usageErrorf("%s: give --provider or --name, not both", fs.Name())
+	}
+	if msg := payments.CheckProvider(prov); msg != "" {
+		return usageErrorf("%s: --provider %q: %s", fs.Name(), prov, msg)
+	}
+	*name = providerLimiter(prov)
 	return nil
 }

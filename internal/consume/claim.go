@@ -18,17 +18,19 @@ type job struct {
 	claimedAt time.Time // when the lease started, by the local clock
 }
 
-// claimLoop claims batches for free worker slots until ctx ends or, with
-// UntilDone, every run is complete. It claims once at least half of the
-// buffer is free (or the buffer is empty), so batches stay large when the
-// workers are fast; taken signals that a worker took a job, and runDone that
-// a recorded result completed a run.
-func (c *Consumer) claimLoop(ctx context.Context, jobs chan<- job, taken <-chan struct{}, runDone <-chan struct{}) error {
+// claimLoop claims batches of l's messages for free worker slots until ctx
+// ends or, with UntilDone, every run is complete. It claims once at least
+// half of the buffer is free (or the buffer is empty), so batches stay large
+// when the workers are fast. While l's circuit is open it claims nothing but
+// the one message of the next probe, so the process holds no leases it
+// cannot use.
+func (c *Consumer) claimLoop(ctx context.Context, l *lane) error {
 	listener, err := c.queue.Listen(ctx)
 	if err != nil {
 		return fmt.Errorf("listen for queue messages: %w", err)
 	}
 	defer listener.Close(context.WithoutCancel(ctx))
+	jobs := l.jobs
 	failures := 0
 	for ctx.Err() == nil {
 		free := cap(jobs) - len(jobs)
@@ -37,13 +39,25 @@ func (c *Consumer) claimLoop(ctx context.Context, jobs chan<- job, taken <-chan 
 			select {
 			case <-ctx.Done():
 				return ctx.Err()
-			case <-taken:
+			case <-l.taken:
 			}
 			continue
 		}
+		if st := l.circuitState(); st.Open {
+			now := c.cfg.Now()
+			if now.Before(st.NextProbe) || len(jobs) > 0 || l.busy.Load() > 0 {
+				// Not yet time to probe, or the probe is out.
+				wait := min(max(st.NextProbe.Sub(now), circuitPoll), c.cfg.IdleWait)
+				if err := pause.For(ctx, wait); err != nil {
+					return err
+				}
+				continue
+			}
+			free = 1 // the probe's message
+		}
 		// A claim is not cancelled half way: messages leased by a claim
 		// whose answer was lost would stay invisible for a whole lease.
-		batch, err := c.claim(context.WithoutCancel(ctx), free)
+		batch, err := c.claim(context.WithoutCancel(ctx), l, free)
 		if ctx.Err() != nil {
 			for _, j := range batch {
 				c.release(context.WithoutCancel(ctx), j.d)
@@ -79,7 +93,7 @@ func (c *Consumer) claimLoop(ctx context.Context, jobs chan<- job, taken <-chan 
 				return nil
 			}
 		}
-		if err := c.idle(ctx, listener, runDone); err != nil {
+		if err := c.idle(ctx, listener, l.runDone); err != nil {
 			return err
 		}
 	}
@@ -109,9 +123,13 @@ func (c *Consumer) idle(ctx context.Context, listener *queue.Listener, runDone <
 	return nil
 }
 
-// claim claims up to n messages and loads their items in one query.
-func (c *Consumer) claim(ctx context.Context, n int) ([]job, error) {
-	ds, err := c.queue.Claim(ctx, n)
+// circuitPoll is how often a claimer whose circuit is open and whose probe is
+// out looks again.
+const circuitPoll = 50 * time.Millisecond
+
+// claim claims up to n of l's messages and loads their items in one query.
+func (c *Consumer) claim(ctx context.Context, l *lane, n int) ([]job, error) {
+	ds, err := c.queue.ClaimProviders(ctx, n, l.claim)
 	if err != nil || len(ds) == 0 {
 		return nil, err
 	}

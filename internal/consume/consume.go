@@ -4,11 +4,13 @@
 // one transaction.
 //
 // A Consumer plays three roles, each in its own file: one claimer goroutine
-// per process claims batches sized to the free worker slots (claim.go), so
-// the number of leased but unstarted messages stays small, and idle
-// claimers sleep on the queue's LISTEN/NOTIFY listener; Concurrency workers
-// call the provider and decide (work.go); one recorder writes the results in
-// batches (record.go). Its counters are in stats.go.
+// per provider claims batches of that provider's messages sized to the free
+// worker slots (claim.go), so the number of leased but unstarted messages
+// stays small, and idle claimers sleep on the queue's LISTEN/NOTIFY
+// listener; workers call the provider and decide (work.go); one recorder
+// writes the results in batches (record.go). Each provider's circuit and
+// its warnings are in lane.go, the row `status` reads in circuitrow.go, the
+// counters in stats.go.
 package consume
 
 import (
@@ -24,6 +26,7 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/reconcile/reconcile/internal/circuit"
 	"github.com/reconcile/reconcile/internal/decision"
 	"github.com/reconcile/reconcile/internal/limiter"
 	"github.com/reconcile/reconcile/internal/provider"
@@ -88,6 +91,15 @@ type Config struct {
 	// acks the batch's messages in one statement. 1 records each result in
 	// its own transaction. Defaults to DefaultRecordBatch (64).
 	RecordBatch int
+	// Circuit configures each provider's circuit breaker: how many
+	// failures across distinct items open it and how probes back off. Zero
+	// fields take circuit's defaults (5 unreachable items, 10 items with a
+	// 5xx, probes from 1s doubling to 30s).
+	Circuit circuit.Config
+	// WarnEvery is the least time between two warnings about an open
+	// circuit (the first comes at once). Defaults to
+	// circuit.DefaultWarnEvery (30s).
+	WarnEvery time.Duration
 	// LeaseRenewal is how often the lease of a message whose call is still
 	// running is extended, so a slow call is not redelivered elsewhere. It
 	// must be shorter than the queue's visibility timeout. Defaults to the
@@ -107,6 +119,8 @@ func (c Config) withDefaults(visibility time.Duration) Config {
 	c.IdleWait = cmp.Or(c.IdleWait, DefaultIdleWait)
 	c.RecordBatch = cmp.Or(c.RecordBatch, DefaultRecordBatch)
 	c.LeaseRenewal = cmp.Or(c.LeaseRenewal, visibility/DefaultLeaseRenewalsPerVisibility)
+	c.Circuit = c.Circuit.WithDefaults()
+	c.WarnEvery = cmp.Or(c.WarnEvery, circuit.DefaultWarnEvery)
 	if c.Actor == "" {
 		host, _ := os.Hostname()
 		c.Actor = fmt.Sprintf("%s:%d", host, os.Getpid())
@@ -146,30 +160,67 @@ func (c Config) validate(visibility time.Duration) error {
 // Consumer processes queue messages until its context ends, the ledger's runs
 // are all complete (UntilDone), or the provider refuses the credentials.
 type Consumer struct {
-	pool    *pgxpool.Pool
-	queue   *queue.Queue
-	limiter *limiter.Shared
-	client  *provider.Client
-	cfg     Config
-	stats   Stats
+	pool  *pgxpool.Pool
+	queue *queue.Queue
+	lanes []*lane // one per provider; the first is the default one
+	cfg   Config
+	stats Stats
 
 	rndMu sync.Mutex
 	rnd   *rand.Rand
 }
 
-// New returns a Consumer. The queue, limiter and client are shared with the
-// caller, who closes them. cfg's zero fields take their defaults; New fails
-// on a config that does not fit the queue's visibility timeout.
+// New returns a Consumer of one provider. The queue, limiter and client are
+// shared with the caller, who closes them. cfg's zero fields take their
+// defaults; New fails on a config that does not fit the queue's visibility
+// timeout.
 func New(pool *pgxpool.Pool, q *queue.Queue, lim *limiter.Shared, client *provider.Client, cfg Config) (*Consumer, error) {
+	return NewWithProviders(pool, q, []Provider{{Client: client, Limiter: lim}}, cfg)
+}
+
+// NewWithProviders returns a Consumer of several providers: each item goes
+// to the provider it names, the first provider takes the items that name
+// none, and each provider's messages are claimed, paced and cut off by its
+// circuit on their own, so a paused, slow or unreachable provider holds up
+// only its own items. Workers are shared: Concurrency calls at most are in
+// flight, whatever their providers, and a worker waiting for a provider's
+// token holds no call slot. Names must be distinct; with one provider the
+// name may be empty.
+func NewWithProviders(pool *pgxpool.Pool, q *queue.Queue, providers []Provider, cfg Config) (*Consumer, error) {
 	cfg = cfg.withDefaults(q.Visibility())
 	if err := cfg.validate(q.Visibility()); err != nil {
 		return nil, err
 	}
-	return &Consumer{pool: pool, queue: q, limiter: lim, client: client, cfg: cfg,
-		rnd: rand.New(rand.NewPCG(cfg.Seed, cfg.Seed>>1|1))}, nil
+	if len(providers) == 0 {
+		return nil, errors.New("consume: no provider")
+	}
+	c := &Consumer{pool: pool, queue: q, cfg: cfg, rnd: rand.New(rand.NewPCG(cfg.Seed, cfg.Seed>>1|1))}
+	seen := map[string]bool{}
+	for i, p := range providers {
+		switch {
+		case seen[p.Name]:
+			return nil, fmt.Errorf("consume: provider %q given twice", p.Name)
+		case p.Name == "" && len(providers) > 1:
+			return nil, errors.New("consume: every provider needs a name when there are several")
+		}
+		seen[p.Name] = true
+		b, err := circuit.New(cfg.Circuit)
+		if err != nil {
+			return nil, fmt.Errorf("consume: %w", err)
+		}
+		l := &lane{Provider: p, breaker: b, warn: circuit.Warnings{Every: cfg.WarnEvery}, logger: cfg.Logger, claim: []string{p.Name}}
+		if i == 0 && p.Name != "" {
+			l.claim = append(l.claim, "")
+		}
+		if p.Name != "" {
+			l.logger = cfg.Logger.With("provider", p.Name)
+		}
+		c.lanes = append(c.lanes, l)
+	}
+	return c, nil
 }
 
-// minJobBuffer is the smallest buffer between the claimer and the workers:
+// minJobBuffer is the smallest buffer between a claimer and its workers:
 // fast workers empty a small buffer before the next claim commits.
 const minJobBuffer = 64
 
@@ -202,7 +253,7 @@ func (c *Consumer) Run(ctx context.Context) error {
 
 	// Workers hand results to the recorder without waiting for its
 	// commit: a full batch fits in the channel.
-	rec := &recorder{c: c, runDone: make(chan struct{}, 1)}
+	rec := &recorder{c: c}
 	var recorded chan struct{}
 	if c.cfg.RecordBatch > 1 {
 		rec.in = make(chan result, c.cfg.RecordBatch)
@@ -213,36 +264,61 @@ func (c *Consumer) Run(ctx context.Context) error {
 		}()
 	}
 
-	// The buffer holds a second batch while the workers run the first, so
-	// the claimer fetches full batches instead of one message per freed
-	// slot (two queries and a commit each).
-	jobs := make(chan job, max(2*c.cfg.Concurrency, minJobBuffer))
-	taken := make(chan struct{}, 1)
+	// Each provider has its own claimer and workers; the call slots are
+	// shared, and taken only once a call may start.
+	slots := make(chan struct{}, c.cfg.Concurrency)
 	var wg sync.WaitGroup
-	for range c.cfg.Concurrency {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for j := range jobs {
-				select {
-				case taken <- struct{}{}:
-				default:
+	for _, l := range c.lanes {
+		// The buffer holds a second batch while the workers run the
+		// first, so the claimer fetches full batches instead of one
+		// message per freed slot (two queries and a commit each).
+		l.jobs = make(chan job, max(2*c.cfg.Concurrency, minJobBuffer))
+		l.taken = make(chan struct{}, 1)
+		l.runDone = make(chan struct{}, 1)
+		for range c.cfg.Concurrency {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				for j := range l.jobs {
+					select {
+					case l.taken <- struct{}{}:
+					default:
+					}
+					if claimCtx.Err() != nil {
+						// Stopping: hand back what was not started.
+						c.release(workCtx, j.d)
+						continue
+					}
+					l.busy.Add(1)
+					if err := c.process(workCtx, claimCtx, rec, l, slots, j); err != nil {
+						fail(err)
+						c.release(workCtx, j.d)
+					}
+					l.busy.Add(-1)
 				}
-				if claimCtx.Err() != nil {
-					// Stopping: hand back what was not started.
-					c.release(workCtx, j.d)
-					continue
-				}
-				if err := c.process(workCtx, claimCtx, rec, j); err != nil {
-					fail(err)
-					c.release(workCtx, j.d)
-				}
-			}
-		}()
+			}()
+		}
 	}
 
-	err := c.claimLoop(claimCtx, jobs, taken, rec.runDone)
-	close(jobs)
+	errs := make(chan error, len(c.lanes))
+	for _, l := range c.lanes {
+		go func() {
+			err := c.claimLoop(claimCtx, l)
+			if err == nil {
+				// Every run is complete: the other claimers stop too.
+				stopClaiming()
+			}
+			close(l.jobs)
+			errs <- err
+		}()
+	}
+	var err error
+	for range c.lanes {
+		if e := <-errs; e != nil && !errors.Is(e, context.Canceled) && err == nil {
+			err = e
+			stopClaiming()
+		}
+	}
 	wg.Wait()
 	if rec.in != nil {
 		close(rec.in)
@@ -251,10 +327,7 @@ func (c *Consumer) Run(ctx context.Context) error {
 	if fatal != nil {
 		return fatal
 	}
-	if err != nil && !errors.Is(err, context.Canceled) {
-		return err
-	}
-	return nil
+	return err
 }
 
 // backoffDB is the wait before retrying a database operation: 100ms doubling

@@ -68,9 +68,6 @@ type recorder struct {
 	// in carries results to loop; nil: each worker records its own result
 	// (RecordBatch 1).
 	in chan result
-	// runDone wakes an idle claimer when a recorded change completed a
-	// run, so UntilDone returns without waiting out IdleWait.
-	runDone chan struct{}
 }
 
 // submit hands s to the recorder's loop or, without one, records it at
@@ -182,15 +179,17 @@ func (r *recorder) recordOne(ctx context.Context, logger *slog.Logger, j job, s 
 	}
 }
 
-// completed wakes an idle claimer if a recorded transaction completed a
-// run.
+// completed wakes the idle claimers if a recorded transaction completed a
+// run, so UntilDone returns without waiting out IdleWait.
 func (r *recorder) completed(res ledger.Result) {
 	if len(res.RunsCompleted) == 0 {
 		return
 	}
-	select {
-	case r.runDone <- struct{}{}:
-	default:
+	for _, l := range r.c.lanes {
+		select {
+		case l.runDone <- struct{}{}:
+		default:
+		}
 	}
 }
 

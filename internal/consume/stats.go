@@ -11,6 +11,7 @@ import (
 // concurrent use.
 type Stats struct {
 	calls, throttles, acked, retried, deadLettered, stale, conflicts, released atomic.Int64
+	systemic, deferred                                                         atomic.Int64
 	byClass                                                                    [6]atomic.Int64 // 0: no answer, 1..5: 1xx..5xx
 	outcomes                                                                   sync.Map        // outcome word → *atomic.Int64
 }
@@ -33,6 +34,12 @@ type Snapshot struct {
 	Stale, Conflicts int64
 	// Released counts deliveries handed back unprocessed at shutdown.
 	Released int64
+	// Systemic counts calls that failed while their provider's circuit was
+	// open: rescheduled without using up one of the item's attempts.
+	Systemic int64
+	// Deferred counts messages put back uncalled because their provider's
+	// circuit was open.
+	Deferred int64
 }
 
 // Snapshot returns the consumer's counters so far.
@@ -40,7 +47,7 @@ func (c *Consumer) Snapshot() Snapshot {
 	s := &c.stats
 	out := Snapshot{Calls: s.calls.Load(), Throttles: s.throttles.Load(), Acked: s.acked.Load(),
 		Retried: s.retried.Load(), DeadLettered: s.deadLettered.Load(), Stale: s.stale.Load(),
-		Conflicts: s.conflicts.Load(), Released: s.released.Load(),
+		Conflicts: s.conflicts.Load(), Released: s.released.Load(), Systemic: s.systemic.Load(), Deferred: s.deferred.Load(),
 		ByClass: map[string]int64{}, Outcomes: map[string]int64{}}
 	names := [6]string{"error", "1xx", "2xx", "3xx", "4xx", "5xx"}
 	for i := range s.byClass {

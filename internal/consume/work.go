@@ -7,6 +7,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/reconcile/reconcile/internal/circuit"
 	"github.com/reconcile/reconcile/internal/decision"
 	"github.com/reconcile/reconcile/internal/ledger"
 	"github.com/reconcile/reconcile/internal/limiter"
@@ -14,10 +15,12 @@ import (
 	"github.com/reconcile/reconcile/internal/queue"
 )
 
-// process handles one delivery and hands its result to rec. It returns an
-// error only when consuming must stop (the provider refused the
-// credentials); other failures leave the message to come back.
-func (c *Consumer) process(ctx, claimCtx context.Context, rec *recorder, j job) error {
+// process handles one delivery of lane l and hands its result to rec. It
+// returns an error only when consuming must stop (the provider refused the
+// credentials); other failures leave the message to come back. A call
+// starts only when l's circuit allows it, after a token of l's limiter, and
+// holds one of slots while it runs.
+func (c *Consumer) process(ctx, claimCtx context.Context, rec *recorder, l *lane, slots chan struct{}, j job) error {
 	logger := c.cfg.Logger.With("run_id", j.d.RunID, "transaction_id", j.d.TransactionID)
 	switch {
 	case !j.ok:
@@ -35,25 +38,55 @@ func (c *Consumer) process(ctx, claimCtx context.Context, rec *recorder, j job) 
 		return nil
 	}
 
-	if err := c.limiter.Wait(claimCtx); err != nil {
+	// An open circuit lets one probe through; everyone else puts the
+	// message back until the next probe, uncalled and uncounted, rather
+	// than sit on its lease.
+	gate := l.allow(c.cfg.Now())
+	if gate.Action == circuit.Wait {
+		c.deferForCircuit(ctx, rec, logger, j, gate.Until)
+		return nil
+	}
+	probe := gate.Action == circuit.Probe
+	abandon := func() {
+		if probe {
+			l.record(c.cfg.Now(), circuit.Event{Kind: circuit.Ignored, Probe: true})
+		}
+	}
+	if err := l.Limiter.Wait(claimCtx); err != nil {
 		// Stopping while waiting for a token: nothing was called.
+		abandon()
 		c.release(ctx, j.d)
 		return nil
 	}
+	if st := l.circuitState(); st.Open && !probe {
+		// The circuit opened while this call waited for its token.
+		c.deferForCircuit(ctx, rec, logger, j, st.NextProbe)
+		return nil
+	}
 	if err := c.keepLease(ctx, j); err != nil {
+		abandon()
 		logger.Debug("lease lost before the call", "err", err)
 		c.stats.stale.Add(1)
 		return nil
 	}
+	select {
+	case slots <- struct{}{}:
+	case <-claimCtx.Done():
+		abandon()
+		c.release(ctx, j.d)
+		return nil
+	}
 	now := c.cfg.Now()
 	stopRenewal := c.renewLease(ctx, logger, j.d)
-	resp, callErr := c.client.Get(ctx, j.d.TransactionID, j.d.IdempotencyKey)
+	resp, callErr := l.Client.Get(ctx, j.d.TransactionID, j.d.IdempotencyKey)
 	stopRenewal()
+	<-slots
 	if provider.KindOf(callErr) == provider.KindCanceled {
+		abandon()
 		c.release(context.WithoutCancel(ctx), j.d)
 		return nil
 	}
-	c.observe(resp, callErr, now)
+	c.observe(l, resp, callErr, now)
 
 	firstAttempt := j.item.FirstAttemptAt
 	if firstAttempt.IsZero() {
@@ -69,29 +102,45 @@ func (c *Consumer) process(ctx, claimCtx context.Context, rec *recorder, j job) 
 		Now:          now,
 	}, c.random)
 	if dec.Throttled || dec.Penalty > 0 {
-		if err := c.limiter.Throttled(ctx, dec.Penalty, limiter.ThrottleKindOf(resp.Header)); err != nil {
+		if err := l.Limiter.Throttled(ctx, dec.Penalty, limiter.ThrottleKindOf(resp.Header)); err != nil {
 			logger.Warn("throttle not shared with other consumers", "err", err)
 		}
 	}
+	kind, cause := circuit.Classify(resp.Status, callErr)
+	if dec.Throttled || dec.Action == decision.Stop {
+		kind, cause = circuit.Answered, "" // the provider is up and said something
+	}
+	ended := c.cfg.Now()
+	verdict, st := l.record(ended, circuit.Event{Kind: kind, Item: j.d.TransactionID, Cause: cause, Probe: probe})
+	if verdict.Change != circuit.Unchanged {
+		c.persistCircuit(ctx, l, st, ended)
+	}
 	if dec.Action == decision.Stop {
-		return fmt.Errorf("%w: %s answered %d for transaction %q; fix RECONCILE_PROVIDER_TOKEN and run again (every message is still queued)",
-			ErrProviderAuth, c.client.BaseURL(), resp.Status, j.d.TransactionID)
+		return fmt.Errorf("%w: %s answered %d for transaction %q; %s and run again (every message is still queued)",
+			ErrProviderAuth, l.Client.BaseURL(), resp.Status, j.d.TransactionID, l.credentialsHint())
 	}
 	s := settlement{called: true, throttled: dec.CountsThrottle, status: resp.Status, reason: dec.Reason,
 		detail: dec.Detail, differences: dec.Differences, delay: dec.Delay, at: now}
 	if resp.Status >= 200 && resp.Status < 300 && callErr == nil {
 		s.provider = &ledger.Provider{AmountMinor: resp.Record.AmountMinor, Currency: resp.Record.Currency, Status: resp.Record.Status}
 	}
-	switch dec.Action {
-	case decision.Ack:
+	switch {
+	case verdict.Systemic:
+		// The provider is down, not this item: try again after the next
+		// probe, without using up one of the item's attempts.
+		s.fate, s.to, s.countsAttempt = retryLater, ledger.RetryScheduled, false
+		s.reason, s.detail = ReasonCircuitOpen, cause
+		s.delay = max(st.NextProbe.Sub(now), 0)
+		c.stats.systemic.Add(1)
+	case dec.Action == decision.Ack:
 		s.fate = ack
 		s.to = dec.Outcome
-	case decision.Retry:
+	case dec.Action == decision.Retry:
 		s.fate = retryLater
 		s.to = ledger.RetryScheduled
 		// Throttles do not use up the failure budget.
 		s.countsAttempt = dec.CountsAttempt
-	case decision.DeadLetter:
+	case dec.Action == decision.DeadLetter:
 		s.fate = deadLetter
 		s.to = ledger.DeadLettered
 	}
@@ -99,8 +148,30 @@ func (c *Consumer) process(ctx, claimCtx context.Context, rec *recorder, j job) 
 	return nil
 }
 
-// observe feeds the limiter and the counters with a call's result.
-func (c *Consumer) observe(resp provider.Response, err error, now time.Time) {
+// ReasonCircuitOpen is the reason recorded for a call that failed while the
+// provider's circuit was open, and for a message put back until the next
+// probe: the attempt does not count against the item.
+const ReasonCircuitOpen = "circuit_open"
+
+// deferForCircuit puts j's message back until the circuit's next probe at
+// until, without a call, a ledger change or a counted attempt.
+func (c *Consumer) deferForCircuit(ctx context.Context, rec *recorder, logger *slog.Logger, j job, until time.Time) {
+	now := c.cfg.Now()
+	c.stats.deferred.Add(1)
+	rec.submit(ctx, logger, j, settlement{fate: retryLater, reason: ReasonCircuitOpen, delay: max(until.Sub(now), 0), at: now})
+}
+
+// credentialsHint says what to fix when l's provider refuses the
+// credentials.
+func (l *lane) credentialsHint() string {
+	if l.Name == "" {
+		return "fix the provider's credentials (RECONCILE_PROVIDER_TOKEN or the profile's variables)"
+	}
+	return fmt.Sprintf("fix the credentials of provider %q (the environment variables its providers file entry names)", l.Name)
+}
+
+// observe feeds l's limiter and the counters with a call's result.
+func (c *Consumer) observe(l *lane, resp provider.Response, err error, now time.Time) {
 	c.stats.calls.Add(1)
 	class := 0
 	if err == nil || resp.Status != 0 {
@@ -110,10 +181,10 @@ func (c *Consumer) observe(resp provider.Response, err error, now time.Time) {
 	if resp.Status == 429 {
 		c.stats.throttles.Add(1)
 	} else if resp.Status != 0 {
-		c.limiter.Succeeded()
+		l.Limiter.Succeeded()
 	}
 	if resp.Header != nil {
-		c.limiter.Observe(limiter.ParseHints(resp.Header, now))
+		l.Limiter.Observe(limiter.ParseHints(resp.Header, now))
 	}
 }
 

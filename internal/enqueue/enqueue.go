@@ -109,6 +109,16 @@ type Request struct {
 	Trigger Trigger
 	// Rerun says what to do with a date that already has a run.
 	Rerun Rerun
+	// Providers, when not nil, lists the providers of the providers file:
+	// a payment naming another is bad input on its line. Defaults to nil:
+	// any provider name is accepted and consume checks them.
+	Providers []string
+	// ProvidersSource names the providers file in those problems.
+	ProvidersSource string
+	// DefaultProvider is recorded on the items whose payment names no
+	// provider (the providers file's default). Defaults to "": the
+	// default provider, whichever consume is given.
+	DefaultProvider string
 	// Prefix starts the run's reconciliation id: PREFIX-YYYY-MM-DD, then
 	// PREFIX-YYYY-MM-DD-g2, ... `reconcile demo` on a shared database uses
 	// "demo". Defaults to "nightly".
@@ -246,7 +256,7 @@ func (e *Enqueuer) create(ctx context.Context, req Request, next bool) (Result, 
 		// publish saves, and messages are claimed in whatever order the
 		// items come back, usually the source's.
 		published, err := e.cfg.Queue.PublishNewQuery(ctx, tx,
-			`SELECT run_id, $2::text, transaction_id, idempotency_key, 0 FROM items WHERE run_id = $1`,
+			`SELECT run_id, $2::text, transaction_id, idempotency_key, 0, provider FROM items WHERE run_id = $1`,
 			res.RunID, res.ReconciliationID)
 		if err != nil {
 			return fmt.Errorf("publish messages of run %s: %w", res.ReconciliationID, err)
@@ -332,6 +342,8 @@ func (e *Enqueuer) copyItems(ctx context.Context, tx pgx.Tx, req Request, run Re
 		BusinessDate:     req.Date,
 		Location:         req.Location,
 		AllowOutsideDate: req.AllowOutsideDate,
+		Providers:        req.Providers,
+		ProvidersSource:  req.ProvidersSource,
 	})
 	if err != nil {
 		return 0, "", err
@@ -349,7 +361,7 @@ func (e *Enqueuer) copyItems(ctx context.Context, tx pgx.Tx, req Request, run Re
 		}
 		return ledger.NewItem{TransactionID: p.TransactionID, AccountID: p.AccountID,
 			IdempotencyKey: IdempotencyKey(run.ReconciliationID, p.TransactionID), AmountMinor: p.AmountMinor,
-			Currency: p.Currency, Status: p.Status, OccurredAt: p.OccurredAt}, nil
+			Currency: p.Currency, Status: p.Status, OccurredAt: p.OccurredAt, Provider: cmp.Or(p.Provider, req.DefaultProvider)}, nil
 	})
 	if problems := r.Problems(); !problems.Empty() {
 		return 0, "", problems

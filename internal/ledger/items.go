@@ -37,6 +37,9 @@ type NewItem struct {
 	Currency       string
 	Status         string
 	OccurredAt     time.Time
+	// Provider names the provider that answers for the item; empty: the
+	// default provider.
+	Provider string
 }
 
 // InsertItems streams the items of a new run into the ledger with COPY,
@@ -49,7 +52,7 @@ func InsertItems(ctx context.Context, tx DB, runID uuid.UUID, next func() (NewIt
 	src := &itemSource{run: runID, next: next}
 	n, err := tx.CopyFrom(ctx, pgx.Identifier{"items"},
 		[]string{"run_id", "transaction_id", "account_id", "idempotency_key", "amount_minor", "currency",
-			"status", "occurred_at", "shard"}, src)
+			"status", "occurred_at", "shard", "provider"}, src)
 	if src.err != nil {
 		return 0, src.err
 	}
@@ -68,7 +71,7 @@ type itemSource struct {
 	run  uuid.UUID
 	next func() (NewItem, error)
 	cur  NewItem
-	row  [9]any
+	row  [10]any
 	err  error
 }
 
@@ -86,8 +89,8 @@ func (s *itemSource) Next() bool {
 
 func (s *itemSource) Values() ([]any, error) {
 	it := s.cur
-	s.row = [9]any{s.run, it.TransactionID, it.AccountID, it.IdempotencyKey,
-		it.AmountMinor, it.Currency, it.Status, it.OccurredAt, ShardOf(it.TransactionID)}
+	s.row = [10]any{s.run, it.TransactionID, it.AccountID, it.IdempotencyKey,
+		it.AmountMinor, it.Currency, it.Status, it.OccurredAt, ShardOf(it.TransactionID), it.Provider}
 	return s.row[:], nil
 }
 

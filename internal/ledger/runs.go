@@ -161,6 +161,10 @@ type Completion struct {
 	Throttles        int64
 	// Took is the time from the run's creation to its completion.
 	Took time.Duration
+	// RunID identifies the run.
+	RunID uuid.UUID
+	// CompletedAt is when the completion was recorded.
+	CompletedAt time.Time
 }
 
 // Completions returns the completion records of every completed run, by
@@ -168,7 +172,7 @@ type Completion struct {
 func Completions(ctx context.Context, db DB) ([]Completion, error) {
 	rows, err := db.Query(ctx, `
 		SELECT r.reconciliation_id, c.items, c.matched, c.mismatched, c.missing, c.dead_lettered,
-		       c.provider_calls, c.throttles, c.completed_at - r.created_at
+		       c.provider_calls, c.throttles, c.completed_at - r.created_at, r.run_id, c.completed_at
 		  FROM runs r JOIN run_completions c USING (run_id)
 		 ORDER BY r.business_date, r.generation`)
 	if err != nil {

@@ -156,7 +156,10 @@ func TestOpenRunsAndCompletions(t *testing.T) {
 		t.Fatalf("Completions = %+v, want one", cs)
 	}
 	got := cs[0]
-	got.Took = 0
+	if got.CompletedAt.IsZero() || got.RunID == (uuid.UUID{}) {
+		t.Errorf("completion without its run or time: %+v", got)
+	}
+	got.Took, got.RunID, got.CompletedAt = 0, uuid.UUID{}, time.Time{}
 	if want := (ledger.Completion{ReconciliationID: "nightly-" + d.String(), Items: 1, Missing: 1, ProviderCalls: 1}); got != want {
 		t.Errorf("Completions = %+v, want %+v", got, want)
 	}

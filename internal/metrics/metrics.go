@@ -18,6 +18,7 @@
 //	limiter_burst{limiter}                   gauge    configured burst
 //	limiter_penalty_seconds{limiter}         gauge    time left in the current 429 penalty
 //	limiter_throttles_total{limiter}         counter  throttles reported by every process
+//	provider_circuit_open{provider}          gauge    1 while the provider's circuit is open (calls stopped), else 0
 //	queue_messages{state}                    gauge    available, in_flight, delayed, dead_lettered
 //	queue_oldest_message_age_seconds         gauge    age of the oldest available message
 //	items{reconciliation_id,state}           gauge    items of open and recent runs by state
@@ -60,6 +61,12 @@ type Config struct {
 	Consumer func() consume.Snapshot
 	// Limiter returns the shared limiter's state. Defaults to none.
 	Limiter func() limiter.Snapshot
+	// MoreLimiters return the states of the other providers' limiters,
+	// for a consumer of several providers. Defaults to none.
+	MoreLimiters []func() limiter.Snapshot
+	// Circuits returns the state of each provider's circuit. Defaults to
+	// none.
+	Circuits func() []consume.CircuitState
 	// Queue is read for message counts at scrape time. Defaults to none.
 	Queue *queue.Queue
 	// DB is read for items by state and run completion times at scrape
@@ -104,6 +111,7 @@ type Collector struct {
 	limRate, limEffective, limBurst, limPenalty, limThrottles *prometheus.Desc
 	queueMessages, queueOldest                                *prometheus.Desc
 	items, runDuration, runCompleted, readErrors              *prometheus.Desc
+	circuitOpen                                               *prometheus.Desc
 	queueErrors, ledgerErrors                                 atomic.Int64
 }
 
@@ -125,6 +133,7 @@ func NewCollector(cfg Config) *Collector {
 		items:         desc("items", "Ledger items of open and recently completed runs, by state.", "reconciliation_id", "state"),
 		runDuration:   desc("run_duration_seconds", "Time from enqueue to completion of a recently completed run, seconds.", "reconciliation_id"),
 		runCompleted:  desc("run_completed_timestamp_seconds", "When a recently completed run completed, Unix seconds.", "reconciliation_id"),
+		circuitOpen:   desc("provider_circuit_open", "1 while the provider's circuit is open: calls stopped but for a probe at a backed-off interval; else 0.", "provider"),
 		readErrors:    desc("metrics_read_errors_total", "Reads that failed while collecting metrics, by source (queue, ledger).", "source"),
 	}
 }
@@ -133,7 +142,7 @@ func NewCollector(cfg Config) *Collector {
 func (c *Collector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{c.calls, c.throttles, c.decisions, c.outcomes, c.limRate, c.limEffective,
 		c.limBurst, c.limPenalty, c.limThrottles, c.queueMessages, c.queueOldest, c.items, c.runDuration,
-		c.runCompleted, c.readErrors} {
+		c.runCompleted, c.readErrors, c.circuitOpen} {
 		ch <- d
 	}
 }
@@ -146,6 +155,18 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 	}
 	if c.cfg.Limiter != nil {
 		c.collectLimiter(ch, c.cfg.Limiter())
+	}
+	for _, l := range c.cfg.MoreLimiters {
+		c.collectLimiter(ch, l())
+	}
+	if c.cfg.Circuits != nil {
+		for _, st := range c.cfg.Circuits() {
+			open := 0.0
+			if st.Open {
+				open = 1
+			}
+			ch <- prometheus.MustNewConstMetric(c.circuitOpen, prometheus.GaugeValue, open, cmp.Or(st.Provider, "default"))
+		}
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), c.cfg.Timeout)
 	defer cancel()

@@ -14,6 +14,7 @@ import (
 	"github.com/prometheus/common/expfmt"
 	"github.com/prometheus/common/model"
 
+	"github.com/reconcile/reconcile/internal/circuit"
 	"github.com/reconcile/reconcile/internal/consume"
 	"github.com/reconcile/reconcile/internal/enqueue"
 	"github.com/reconcile/reconcile/internal/limiter"
@@ -132,6 +133,13 @@ func TestScrapeShowsSnapshotsQueueAndLedger(t *testing.T) {
 			return limiter.Snapshot{Name: "provider", Rate: 5, Burst: 10, EffectiveRate: 2.5, Throttles: 7,
 				PenaltyUntil: now.Add(3 * time.Second)}
 		},
+		MoreLimiters: []func() limiter.Snapshot{func() limiter.Snapshot {
+			return limiter.Snapshot{Name: "provider:paypal", Rate: 40, Burst: 5, EffectiveRate: 40}
+		}},
+		Circuits: func() []consume.CircuitState {
+			return []consume.CircuitState{{Provider: "stripe", State: circuit.State{Open: true, Cause: "connection refused"}},
+				{Provider: "paypal"}}
+		},
 		Queue: q,
 		DB:    pool,
 		Now:   func() time.Time { return now },
@@ -167,6 +175,9 @@ func TestScrapeShowsSnapshotsQueueAndLedger(t *testing.T) {
 		{"reconcile_limiter_burst", []string{"limiter", "provider"}, 10},
 		{"reconcile_limiter_penalty_seconds", []string{"limiter", "provider"}, 3},
 		{"reconcile_limiter_throttles_total", []string{"limiter", "provider"}, 7},
+		{"reconcile_limiter_configured_rate", []string{"limiter", "provider:paypal"}, 40},
+		{"reconcile_provider_circuit_open", []string{"provider", "stripe"}, 1},
+		{"reconcile_provider_circuit_open", []string{"provider", "paypal"}, 0},
 		{"reconcile_queue_messages", []string{"state", "available"}, 6},
 		{"reconcile_queue_messages", []string{"state", "in_flight"}, 1},
 		{"reconcile_queue_messages", []string{"state", "delayed"}, 0},

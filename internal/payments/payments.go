@@ -28,6 +28,11 @@
 //     date in the configured time zone ([00:00, next 00:00), which is 23 or
 //     25 hours on daylight-saving days) unless Options.AllowOutsideDate.
 //
+// One optional field, provider, names the provider that answers for the
+// payment when a night's export spans several (stripe, paypal): a lower-case
+// word of letters, digits, '_' and '-' (see CheckProvider). Absent, empty
+// or null, the payment goes to the default provider.
+//
 // CSV header names are matched after trimming spaces and a UTF-8 byte order
 // mark, ignoring case; a required column that is missing or appears twice is
 // an error on line 1. In JSON Lines every line is one JSON object (blank
@@ -74,6 +79,9 @@ type Payment struct {
 	Status string
 	// OccurredAt is when the payment happened, with the offset the file gave.
 	OccurredAt time.Time
+	// Provider names the provider that answers for the payment, from the
+	// optional provider field; empty: the default provider.
+	Provider string
 	// Line is the line of the file the row starts on, from 1.
 	Line int
 }

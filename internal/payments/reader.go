@@ -36,6 +36,14 @@ type Options struct {
 	// hostile or broken file cannot make the Reader buffer without limit. A
 	// longer row is a problem. Defaults to 1 MiB.
 	MaxRecordBytes int
+	// Providers, when not nil, lists the provider names a payment's
+	// provider field may hold (the providers file's); another name is a
+	// problem on its line. Defaults to nil: any well-formed name.
+	Providers []string
+	// ProvidersSource names where Providers came from, for the problem
+	// ("not in the providers file providers.json"). Defaults to "the
+	// providers file".
+	ProvidersSource string
 }
 
 // Reader streams the payments of one file. It is not safe for concurrent use.
@@ -58,6 +66,7 @@ type Reader struct {
 	csv      *csv.Reader
 	limit    *recordLimiter
 	cols     [numFields]int // column of each field
+	provCol  int            // column of the optional provider field, -1 if none
 	nextLine int            // line the next CSV record starts on, at the earliest
 
 	// JSON Lines
@@ -77,6 +86,7 @@ type rawRow struct {
 	Currency      json.RawMessage `json:"currency"`
 	Status        json.RawMessage `json:"status"`
 	OccurredAt    json.RawMessage `json:"occurred_at"`
+	Provider      json.RawMessage `json:"provider"`
 }
 
 // errRecordTooLong is returned by recordLimiter past its limit.
@@ -213,8 +223,16 @@ func (r *Reader) beginCSV() error {
 	for i := range r.cols {
 		r.cols[i] = -1
 	}
+	r.provCol = -1
 	for col, name := range header {
 		name = strings.ToLower(strings.TrimSpace(name))
+		if name == FieldProvider {
+			if r.provCol >= 0 {
+				r.problem(1, "", "", fmt.Sprintf("column %s appears twice (columns %d and %d)", name, r.provCol+1, col+1))
+			}
+			r.provCol = col
+			continue
+		}
 		for i, want := range fieldNames {
 			if name != want {
 				continue
@@ -299,6 +317,9 @@ func (r *Reader) nextCSV() (Payment, bool, error) {
 	for i, col := range r.cols {
 		r.f.vals[i] = rec[col]
 	}
+	if r.provCol >= 0 {
+		r.f.provider, r.f.hasProvider = rec[r.provCol], true
+	}
 	p, ok := r.accept(line, &r.f)
 	return p, ok, nil
 }
@@ -363,6 +384,7 @@ func (r *Reader) nextJSONL() (Payment, bool, error) {
 	for _, f := range fields {
 		*f = (*f)[:0]
 	}
+	raw.Provider = raw.Provider[:0]
 	if err := json.Unmarshal(line, raw); err != nil {
 		var se *json.SyntaxError
 		if errors.As(err, &se) {
@@ -395,6 +417,16 @@ func (r *Reader) nextJSONL() (Payment, bool, error) {
 			continue
 		}
 		r.f.vals[i] = s
+	}
+	if v := raw.Provider; len(v) > 0 && string(v) != "null" {
+		s, scratch, ok := unquoteJSON(v, r.scratch)
+		r.scratch = scratch
+		if !ok {
+			r.f.providerReported = true
+			r.problem(r.line, FieldProvider, quoteValue(string(v)), "not a JSON string")
+		} else {
+			r.f.provider, r.f.hasProvider = s, true
+		}
 	}
 	p, ok := r.accept(r.line, &r.f)
 	return p, ok, nil

@@ -2,7 +2,9 @@ package payments
 
 import (
 	"fmt"
+	"slices"
 	"strconv"
+	"strings"
 	"time"
 	"unicode"
 	"unicode/utf8"
@@ -16,6 +18,10 @@ const (
 	FieldCurrency      = "currency"
 	FieldStatus        = "status"
 	FieldOccurredAt    = "occurred_at"
+	// FieldProvider is the optional field naming the provider that answers
+	// for the payment (see CheckProvider); absent or empty: the default
+	// provider.
+	FieldProvider = "provider"
 )
 
 // Fields lists the required fields in their canonical order (the column
@@ -141,6 +147,10 @@ type row struct {
 	vals     [numFields]string
 	missing  uint8
 	reported uint8
+	// provider is the optional provider field, when hasProvider.
+	provider         string
+	hasProvider      bool
+	providerReported bool // a JSON value of the wrong type, reported
 }
 
 // check validates one row and records its problems. It returns the payment,
@@ -148,7 +158,7 @@ type row struct {
 // duplicates even in rows with other problems), and whether the whole row
 // is valid.
 func (r *Reader) check(line int, f *row) (p Payment, validID, ok bool) {
-	ok = f.reported == 0
+	ok = f.reported == 0 && !f.providerReported
 	bad := func(i int, msg string) {
 		ok = false
 		r.problem(line, fieldNames[i], quoteValue(f.vals[i]), msg)
@@ -208,7 +218,40 @@ func (r *Reader) check(line int, f *row) (p Payment, validID, ok bool) {
 			p.OccurredAt = t
 		}
 	}
+	if f.hasProvider && f.provider != "" {
+		if msg := CheckProvider(f.provider); msg != "" {
+			ok = false
+			r.problem(line, FieldProvider, quoteValue(f.provider), msg)
+		} else if r.opts.Providers != nil && !slices.Contains(r.opts.Providers, f.provider) {
+			ok = false
+			src := r.opts.ProvidersSource
+			if src == "" {
+				src = "the providers file"
+			}
+			r.problem(line, FieldProvider, quoteValue(f.provider), fmt.Sprintf("not in %s (known: %s)", src, strings.Join(r.opts.Providers, ", ")))
+		} else {
+			p.Provider = f.provider
+		}
+	}
 	return p, validID, ok
+}
+
+// maxProviderBytes is the longest provider name accepted, in bytes.
+const maxProviderBytes = 64
+
+// CheckProvider returns why s is not an acceptable provider name, or ""
+// when it is: 1 to 64 lower-case ASCII letters, digits, '_' and '-',
+// starting with a letter (stripe, paypal, legacy_gw).
+func CheckProvider(s string) string {
+	if s == "" || len(s) > maxProviderBytes || s[0] < 'a' || s[0] > 'z' {
+		return "not a provider name: want a lower-case word such as stripe or paypal (letters, digits, _ and -, at most 64 bytes)"
+	}
+	for i := 1; i < len(s); i++ {
+		if c := s[i]; (c < 'a' || c > 'z') && (c < '0' || c > '9') && c != '_' && c != '-' {
+			return "not a provider name: want a lower-case word such as stripe or paypal (letters, digits, _ and -, at most 64 bytes)"
+		}
+	}
+	return ""
 }
 
 // fieldNames are the field names indexed by idx*.

@@ -225,3 +225,23 @@ UPDATE queue_messages
 	}
 	return int(tag.RowsAffected()), nil
 }
+
+// ReadyByProvider counts the ready messages (available, in flight or
+// delayed) of each provider named on them ("" for the default provider's).
+func (q *Queue) ReadyByProvider(ctx context.Context) (map[string]int64, error) {
+	rows, err := q.pool.Query(ctx, `SELECT provider, count(*) FROM queue_messages WHERE state = 'ready' GROUP BY provider`)
+	if err != nil {
+		return nil, fmt.Errorf("count ready messages by provider: %w", err)
+	}
+	out := map[string]int64{}
+	var name string
+	var n int64
+	_, err = pgx.ForEachRow(rows, []any{&name, &n}, func() error {
+		out[name] = n
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("count ready messages by provider: %w", err)
+	}
+	return out, nil
+}

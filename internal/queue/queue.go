@@ -79,6 +79,10 @@ type Message struct {
 	// Attempt counts the provider attempts made so far for the item (0 when
 	// first published, +1 on each RetryAt).
 	Attempt int
+	// Provider names the provider that answers for the item, so each
+	// provider's messages can be claimed on their own (ClaimProviders);
+	// empty: the default provider.
+	Provider string
 }
 
 // Delivery is one claimed message.
@@ -206,9 +210,9 @@ func (q *Queue) Publish(ctx context.Context, db DB, msgs []Message) (PublishResu
 // injected time or NULL.
 const insertTail = `,
 ins AS (
-    INSERT INTO queue_messages (run_id, reconciliation_id, transaction_id, idempotency_key, attempt,
+    INSERT INTO queue_messages (run_id, reconciliation_id, transaction_id, idempotency_key, attempt, provider,
                                 visible_at, enqueued_at, changed_at)
-    SELECT run_id, reconciliation_id, transaction_id, idempotency_key, attempt,
+    SELECT run_id, reconciliation_id, transaction_id, idempotency_key, attempt, provider,
            coalesce(@now::timestamptz, now()), coalesce(@now::timestamptz, now()),
            coalesce(@now::timestamptz, now())
       FROM src
@@ -223,14 +227,16 @@ func (q *Queue) publishArrays(ctx context.Context, db DB, msgs []Message) (Publi
 	txIDs := make([]string, len(msgs))
 	keys := make([]string, len(msgs))
 	attempts := make([]int32, len(msgs))
+	providers := make([]string, len(msgs))
 	for i, m := range msgs {
 		runIDs[i], recIDs[i], txIDs[i], keys[i], attempts[i] = m.RunID, m.ReconciliationID, m.TransactionID, m.IdempotencyKey, int32(m.Attempt)
+		providers[i] = m.Provider
 	}
 	sql := `WITH src AS (
-    SELECT * FROM unnest(@runs::uuid[], @reconciliations::text[], @transactions::text[], @keys::text[], @attempts::int4[])
-        AS s(run_id, reconciliation_id, transaction_id, idempotency_key, attempt))` + insertTail
+    SELECT * FROM unnest(@runs::uuid[], @reconciliations::text[], @transactions::text[], @keys::text[], @attempts::int4[], @providers::text[])
+        AS s(run_id, reconciliation_id, transaction_id, idempotency_key, attempt, provider))` + insertTail
 	return q.insert(ctx, db, sql, pgx.StrictNamedArgs{"now": q.now(), "runs": runIDs, "reconciliations": recIDs,
-		"transactions": txIDs, "keys": keys, "attempts": attempts})
+		"transactions": txIDs, "keys": keys, "attempts": attempts, "providers": providers})
 }
 
 func (q *Queue) publishCopy(ctx context.Context, tx pgx.Tx, msgs []Message) (PublishResult, error) {
@@ -239,16 +245,16 @@ func (q *Queue) publishCopy(ctx context.Context, tx pgx.Tx, msgs []Message) (Pub
 	// transaction pooler hands to other clients next; the DELETE below
 	// empties it for a second Publish in the same transaction.
 	_, err := tx.Exec(ctx, `CREATE TEMP TABLE IF NOT EXISTS queue_publish_staging (
-        run_id uuid, reconciliation_id text, transaction_id text, idempotency_key text, attempt int4
+        run_id uuid, reconciliation_id text, transaction_id text, idempotency_key text, attempt int4, provider text
     ) ON COMMIT DROP`)
 	if err != nil {
 		return PublishResult{}, fmt.Errorf("create staging table: %w", err)
 	}
 	_, err = tx.CopyFrom(ctx, pgx.Identifier{"queue_publish_staging"},
-		[]string{"run_id", "reconciliation_id", "transaction_id", "idempotency_key", "attempt"},
+		[]string{"run_id", "reconciliation_id", "transaction_id", "idempotency_key", "attempt", "provider"},
 		pgx.CopyFromSlice(len(msgs), func(i int) ([]any, error) {
 			m := msgs[i]
-			return []any{m.RunID, m.ReconciliationID, m.TransactionID, m.IdempotencyKey, int32(m.Attempt)}, nil
+			return []any{m.RunID, m.ReconciliationID, m.TransactionID, m.IdempotencyKey, int32(m.Attempt), m.Provider}, nil
 		}))
 	if err != nil {
 		return PublishResult{}, fmt.Errorf("copy %d messages: %w", len(msgs), err)
@@ -259,7 +265,7 @@ func (q *Queue) publishCopy(ctx context.Context, tx pgx.Tx, msgs []Message) (Pub
 
 // PublishNewQuery publishes the messages yielded by query, which must return
 // the columns (run_id uuid, reconciliation_id text, transaction_id text,
-// idempotency_key text, attempt int) and may use the parameters $1..$n bound
+// idempotency_key text, attempt int, provider text) and may use the parameters $1..$n bound
 // to args. The messages are derived in the database, so an enqueuer that has
 // just copied a run's items publishes their messages without sending them
 // again. It is for messages whose idempotency keys cannot be known yet, such
@@ -269,10 +275,10 @@ func (q *Queue) publishCopy(ctx context.Context, tx pgx.Tx, msgs []Message) (Pub
 // being skipped. It returns the number of messages published.
 func (q *Queue) PublishNewQuery(ctx context.Context, db DB, query string, args ...any) (int, error) {
 	tag, err := db.Exec(ctx, `
-INSERT INTO queue_messages (run_id, reconciliation_id, transaction_id, idempotency_key, attempt,
+INSERT INTO queue_messages (run_id, reconciliation_id, transaction_id, idempotency_key, attempt, provider,
                             visible_at, enqueued_at, changed_at)
-SELECT run_id, reconciliation_id, transaction_id, idempotency_key, attempt, t.now, t.now, t.now
-  FROM (`+query+`) AS src(run_id, reconciliation_id, transaction_id, idempotency_key, attempt),
+SELECT run_id, reconciliation_id, transaction_id, idempotency_key, attempt, provider, t.now, t.now, t.now
+  FROM (`+query+`) AS src(run_id, reconciliation_id, transaction_id, idempotency_key, attempt, provider),
        (SELECT coalesce($`+strconv.Itoa(len(args)+1)+`::timestamptz, now()) AS now) t`,
 		append(slices.Clip(args), q.now())...)
 	if err != nil {
@@ -302,14 +308,48 @@ func (q *Queue) insert(ctx context.Context, db DB, sql string, args pgx.StrictNa
 // incremented. It commits on its own: a consumer that dies afterwards leaves
 // its messages to come back after the visibility timeout.
 func (q *Queue) Claim(ctx context.Context, n int) ([]Delivery, error) {
+	return q.claim(ctx, n, nil)
+}
+
+// ClaimProviders is Claim restricted to the messages of the named providers
+// ("" names the default provider's), so a consumer of several providers
+// claims each provider's messages at that provider's own pace. It claims
+// from the first provider, then fills what is left from the next: one
+// ordered index range per provider, never a sort across them.
+func (q *Queue) ClaimProviders(ctx context.Context, n int, providers []string) ([]Delivery, error) {
+	var out []Delivery
+	for _, p := range providers {
+		if len(out) >= n {
+			break
+		}
+		ds, err := q.claim(ctx, n-len(out), &p)
+		if err != nil && len(out) > 0 {
+			return out, nil // the leases taken are the caller's; the error comes again
+		}
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, ds...)
+	}
+	return out, nil
+}
+
+// claim claims for Claim (provider nil: any message) and ClaimProviders.
+func (q *Queue) claim(ctx context.Context, n int, provider *string) ([]Delivery, error) {
 	if n <= 0 {
 		return nil, nil
 	}
 	lease := uuid.New()
+	filter := ""
+	args := pgx.StrictNamedArgs{"now": q.now(), "n": n, "lease": lease, "visibility_us": q.cfg.Visibility.Microseconds()}
+	if provider != nil {
+		filter = " AND provider = @provider"
+		args["provider"] = *provider
+	}
 	rows, err := q.pool.Query(ctx, `
 WITH picked AS (
     SELECT message_id FROM queue_messages
-     WHERE state = 'ready' AND visible_at <= coalesce(@now::timestamptz, now())
+     WHERE state = 'ready' AND visible_at <= coalesce(@now::timestamptz, now())`+filter+`
      ORDER BY visible_at, message_id
      LIMIT @n
        FOR UPDATE SKIP LOCKED)
@@ -318,14 +358,14 @@ UPDATE queue_messages m
        visible_at = coalesce(@now::timestamptz, now()) + @visibility_us::bigint * interval '1 microsecond'
   FROM picked
  WHERE m.message_id = picked.message_id
-RETURNING m.message_id, m.deliveries, m.run_id, m.reconciliation_id, m.transaction_id, m.idempotency_key, m.attempt`,
-		pgx.StrictNamedArgs{"now": q.now(), "n": n, "lease": lease, "visibility_us": q.cfg.Visibility.Microseconds()})
+RETURNING m.message_id, m.deliveries, m.run_id, m.reconciliation_id, m.transaction_id, m.idempotency_key, m.attempt, m.provider`,
+		args)
 	if err != nil {
 		return nil, fmt.Errorf("claim %d messages: %w", n, dbconn.ElideValues(err))
 	}
 	ds, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (Delivery, error) {
 		d := Delivery{Lease: lease}
-		err := row.Scan(&d.ID, &d.Deliveries, &d.RunID, &d.ReconciliationID, &d.TransactionID, &d.IdempotencyKey, &d.Attempt)
+		err := row.Scan(&d.ID, &d.Deliveries, &d.RunID, &d.ReconciliationID, &d.TransactionID, &d.IdempotencyKey, &d.Attempt, &d.Provider)
 		d.Poison = d.Deliveries > q.cfg.MaxDeliveries
 		return d, err
 	})

@@ -533,7 +533,7 @@ func TestPublishDeduplicatesForever(t *testing.T) {
 	}
 
 	// New keys without the duplicate check; a known key fails the lot.
-	fresh := `SELECT $1::uuid, $2::text, 'tx' || lpad(g::text, 6, '0'), $2 || ':tx' || lpad(g::text, 6, '0'), 0
+	fresh := `SELECT $1::uuid, $2::text, 'tx' || lpad(g::text, 6, '0'), $2 || ':tx' || lpad(g::text, 6, '0'), 0, ''
   FROM generate_series($3::int, $4::int) g`
 	if n, err := b.q.PublishNewQuery(ctx, b.pool, fresh, run, rec, 3*copyThreshold+3, 3*copyThreshold+7); err != nil || n != 5 {
 		t.Fatalf("publish new query: %d %v", n, err)

@@ -91,6 +91,7 @@ func (st Status) WriteText(w io.Writer) error {
 		}
 		fmt.Fprintf(bw, "  %s  %-9s  rate %s/s, provider estimated at %s: %s\n", fmtTime(c.At), c.Cause, fmtRate(c.Rate), estimate, c.Detail)
 	}
+	st.writeProviders(bw)
 	if len(st.Runs) == 0 {
 		bw.WriteString("no runs\n")
 	}
@@ -101,6 +102,7 @@ func (st Status) WriteText(w io.Writer) error {
 			r.Items, s.Matched, s.Mismatched, s.Missing, s.DeadLettered, s.Queued, s.RetryScheduled)
 		fmt.Fprintf(bw, "  progress  %s (%d of %d done)\n", fmtPercent(r.ProgressPercent, r.Open == 0), r.Items-r.Open, r.Items)
 		fmt.Fprintf(bw, "  calls     %d provider calls, %d throttled\n", r.ProviderCalls, r.Throttles)
+		writeProviderTotals(bw, "  ", r.Providers)
 		q := r.Queue
 		fmt.Fprintf(bw, "  queue     %d available, %d in flight, %d delayed, %d dead letters; oldest waiting %s\n",
 			q.Available, q.InFlight, q.Delayed, q.DeadLettered, fmtWaiting(q))

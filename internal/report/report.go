@@ -15,6 +15,7 @@ import (
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 
+	"github.com/reconcile/reconcile/internal/ledger"
 	"github.com/reconcile/reconcile/internal/payments"
 )
 
@@ -44,6 +45,9 @@ type Report struct {
 	DeadLetters []DeadLetter `json:"dead_letters"`
 	// Items lists every item (only with Options.All; omitted otherwise).
 	Items []Item `json:"items,omitempty"`
+	// Providers breaks the run's items down by provider; omitted when they
+	// name none (a night of one provider).
+	Providers []ledger.ProviderTotal `json:"providers,omitempty"`
 }
 
 // FormatVersion identifies the JSON and CSV layouts documented here.
@@ -199,6 +203,9 @@ func Load(ctx context.Context, db DB, opts Options) (Report, error) {
 		if rep.Items, err = loadItems(ctx, db, r.RunID, ""); err != nil {
 			return Report{}, err
 		}
+	}
+	if rep.Providers, err = providerTotals(ctx, db, r.RunID); err != nil {
+		return Report{}, err
 	}
 	rep.Discrepancies = nonNil(rep.Discrepancies)
 	rep.Missing = nonNil(rep.Missing)
@@ -376,6 +383,7 @@ func (rep Report) WriteTable(w io.Writer) error {
 	fmt.Fprintf(bw, "source %s (sha256 %s, time zone %s)\n", r.Source, r.SourceSHA256, r.TimeZone)
 	fmt.Fprintf(bw, "%d items: %d matched, %d mismatched, %d missing, %d dead-lettered, %d open; %d provider calls, %d throttled\n",
 		r.Items, r.Matched, r.Mismatched, r.Missing, r.DeadLettered, r.Open, r.ProviderCalls, r.Throttles)
+	writeProviderTotals(bw, "", rep.Providers)
 	fmt.Fprintf(bw, "created %s, completed %s\n", fmtTime(r.CreatedAt), fmtTimePtr(r.CompletedAt))
 
 	tw := tabwriter.NewWriter(bw, 0, 0, 2, ' ', 0)

@@ -18,6 +18,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/reconcile/reconcile/internal/ledger"
 	"github.com/reconcile/reconcile/internal/limiter"
 	"github.com/reconcile/reconcile/internal/payments"
 	"github.com/reconcile/reconcile/internal/queue"
@@ -68,6 +69,12 @@ type Status struct {
 	// Warnings are problems an operator must act on (a deadline that will
 	// be missed).
 	Warnings []string `json:"warnings"`
+	// ProviderLimiters are the limiters of a providers file's providers
+	// (provider:NAME); omitted when there are none.
+	ProviderLimiters []LimiterStatus `json:"provider_limiters,omitempty"`
+	// Circuits are the providers' circuits as consumers last changed them;
+	// omitted before any circuit has changed.
+	Circuits []CircuitStatus `json:"circuits,omitempty"`
 }
 
 // LimiterStatus is the shared limiter's settings and state.
@@ -154,6 +161,9 @@ type RunStatus struct {
 	// CompletedAt is when the last item reached a terminal state; omitted
 	// while items are open.
 	CompletedAt *time.Time `json:"completed_at,omitempty"`
+	// Providers breaks the items down by provider; omitted when they name
+	// none.
+	Providers []ledger.ProviderTotal `json:"providers,omitempty"`
 }
 
 // SchedulerFailure is one failed scheduler tick.
@@ -219,6 +229,9 @@ func LoadStatus(ctx context.Context, pool *pgxpool.Pool, opts StatusOptions) (St
 					r.ReconciliationID, st.Deadline.UTC().Format(time.RFC3339), r.Open, fmtDuration(opts.ConsumerWindow)))
 			}
 		}
+	}
+	if err := st.addProviders(ctx, pool); err != nil {
+		return Status{}, err
 	}
 	if st.SchedulerFailures, err = loadFailures(ctx, pool, opts.Date, opts.Failures); err != nil {
 		return Status{}, err

@@ -1,0 +1,132 @@
+package consume
+
+import (
+	"context"
+	"log/slog"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/reconcile/reconcile/internal/circuit"
+	"github.com/reconcile/reconcile/internal/limiter"
+	"github.com/reconcile/reconcile/internal/provider"
+)
+
+// Provider is one provider a Consumer calls: the items routed to it (by
+// the provider recorded on each item), the client that calls it and the
+// shared limiter that paces those calls. Each provider also gets its own
+// circuit, so one provider's outage or pause never holds up another's
+// items.
+type Provider struct {
+	// Name is the provider's name in the providers file and on its items.
+	// The first provider of a Consumer is the default one: it also takes
+	// the items that name no provider. Empty for a Consumer of one
+	// provider.
+	Name string
+	// Client calls the provider. Required.
+	Client *provider.Client
+	// Limiter paces the calls to the provider, shared with every process
+	// calling it. Required.
+	Limiter *limiter.Shared
+}
+
+// A lane is everything a Consumer keeps per provider: its claimer's
+// buffer, its circuit and the warnings of an open circuit.
+type lane struct {
+	Provider
+	// claim is what the lane's claimer asks the queue for: the providers
+	// named on the messages it takes, "" for the items that name none (a
+	// consumer of one unnamed provider takes only those: items routed to a
+	// named provider are never sent to it).
+	claim   []string
+	jobs    chan job
+	taken   chan struct{} // a worker took a job
+	busy    atomic.Int64  // workers processing one of the lane's jobs
+	runDone chan struct{} // a recorded result completed a run
+	logger  *slog.Logger
+
+	mu      sync.Mutex // guards breaker and warn
+	breaker *circuit.Breaker
+	warn    circuit.Warnings
+}
+
+// label names the lane's provider in logs: its name, or its URL when the
+// consumer has a single provider.
+func (l *lane) label() string {
+	if l.Name != "" {
+		return l.Name
+	}
+	return l.Client.BaseURL()
+}
+
+// allow asks the circuit whether a call may start at now.
+func (l *lane) allow(now time.Time) circuit.Decision {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.breaker.Allow(now)
+}
+
+// circuitState returns the circuit's state.
+func (l *lane) circuitState() circuit.State {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.breaker.State()
+}
+
+// record reports a call's outcome to the circuit, logs what changed (a
+// WARN at once when it opens, then one every Warnings interval with the
+// count of failures, an INFO when it closes) and returns the verdict with
+// the circuit's state after it.
+func (l *lane) record(now time.Time, ev circuit.Event) (v circuit.Verdict, st circuit.State) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	v = l.breaker.Record(now, ev)
+	st = l.breaker.State()
+	switch {
+	case v.Change == circuit.Opened:
+		l.warn.Note(now) // the episode's first warning is this one
+		l.logger.Warn("provider unreachable: circuit open, calls stopped; probing with one call at a backed-off interval",
+			"provider", l.label(), "url", l.Client.BaseURL(), "cause", st.Cause, "next_probe_in", st.NextProbe.Sub(now).Round(time.Millisecond))
+	case v.Change == circuit.Closed:
+		n := l.warn.Reset()
+		l.logger.Info("provider reachable again: circuit closed, calls resume at the limiter's rate",
+			"provider", l.label(), "url", l.Client.BaseURL(), "failures_since_last_warning", n)
+	case v.Systemic:
+		if warn, count := l.warn.Note(now); warn {
+			l.logger.Warn("provider still unreachable: circuit open",
+				"provider", l.label(), "url", l.Client.BaseURL(), "cause", st.Cause, "failures", count,
+				"open_for", now.Sub(st.OpenedAt).Round(time.Second), "probes", st.Probes,
+				"next_probe_in", st.NextProbe.Sub(now).Round(time.Millisecond))
+		}
+	}
+	return v, st
+}
+
+// CircuitState is the circuit of one provider, for metrics and tests.
+type CircuitState struct {
+	// Provider is the provider's name (empty for a single provider).
+	Provider string
+	// URL is the provider's base URL.
+	URL string
+	circuit.State
+}
+
+// Circuits returns the state of every provider's circuit, in the order of
+// the Consumer's providers. It is safe for concurrent use.
+func (c *Consumer) Circuits() []CircuitState {
+	out := make([]CircuitState, len(c.lanes))
+	for i, l := range c.lanes {
+		out[i] = CircuitState{Provider: l.Name, URL: l.Client.BaseURL(), State: l.circuitState()}
+	}
+	return out
+}
+
+// persistCircuit writes the circuit's state for `status`; a failure is
+// logged, not fatal: the circuit works without it.
+func (c *Consumer) persistCircuit(ctx context.Context, l *lane, st circuit.State, at time.Time) {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+	defer cancel()
+	if err := saveCircuit(ctx, c.pool, l.Name, l.Client.BaseURL(), st, c.cfg.Actor, at); err != nil {
+		l.logger.Warn("circuit state not saved for status", "provider", l.label(), "err", err)
+	}
+}

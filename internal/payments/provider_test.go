@@ -1,0 +1,59 @@
+package payments
+
+import (
+	"slices"
+	"testing"
+)
+
+func TestProviderField(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name, input, file string
+		opts              Options
+		want              []string // providers of the valid rows
+		problems          []string
+	}{
+		{name: "csv without the column", file: "day.csv",
+			input: header + "tx1,a,100,EUR,succeeded,2026-10-24T10:00:00Z\n", want: []string{""}},
+		{name: "csv", file: "day.csv",
+			input: "transaction_id,account_id,amount_minor,currency,status,occurred_at,Provider\n" +
+				"tx1,a,100,EUR,succeeded,2026-10-24T10:00:00Z,stripe\n" +
+				"tx2,a,100,EUR,succeeded,2026-10-24T10:00:00Z,\n" +
+				"tx3,a,100,EUR,succeeded,2026-10-24T10:00:00Z,legacy_gw-2\n",
+			want: []string{"stripe", "", "legacy_gw-2"}},
+		{name: "csv bad name", file: "day.csv",
+			input:    header[:len(header)-1] + ",provider\n" + "tx1,a,100,EUR,succeeded,2026-10-24T10:00:00Z,Stripe\n",
+			problems: []string{`day.csv:2: provider "Stripe": not a provider name: want a lower-case word such as stripe or paypal (letters, digits, _ and -, at most 64 bytes)`}},
+		{name: "csv column twice", file: "day.csv",
+			input:    header[:len(header)-1] + ",provider,provider\n" + "tx1,a,100,EUR,succeeded,2026-10-24T10:00:00Z,a,b\n",
+			problems: []string{"day.csv:1: column provider appears twice (columns 7 and 8)"}},
+		{name: "unknown to the providers file", file: "day.csv", opts: Options{Providers: []string{"stripe", "paypal"}, ProvidersSource: "providers.json"},
+			input: header[:len(header)-1] + ",provider\n" + "tx1,a,100,EUR,succeeded,2026-10-24T10:00:00Z,stripe\n" +
+				"tx2,a,100,EUR,succeeded,2026-10-24T10:00:00Z,legacy\n" + "tx3,a,100,EUR,succeeded,2026-10-24T10:00:00Z,\n",
+			want:     []string{"stripe", ""},
+			problems: []string{`day.csv:3: provider "legacy": not in providers.json (known: stripe, paypal)`}},
+		{name: "jsonl", file: "day.jsonl",
+			input: `{"transaction_id":"tx1","account_id":"a","amount_minor":1,"currency":"EUR","status":"succeeded","occurred_at":"2026-10-24T10:00:00Z","provider":"paypal"}` + "\n" +
+				`{"transaction_id":"tx2","account_id":"a","amount_minor":1,"currency":"EUR","status":"succeeded","occurred_at":"2026-10-24T10:00:00Z","provider":null}` + "\n" +
+				`{"transaction_id":"tx3","account_id":"a","amount_minor":1,"currency":"EUR","status":"succeeded","occurred_at":"2026-10-24T10:00:00Z"}` + "\n",
+			want: []string{"paypal", "", ""}},
+		{name: "jsonl not a string", file: "day.jsonl",
+			input:    `{"transaction_id":"tx1","account_id":"a","amount_minor":1,"currency":"EUR","status":"succeeded","occurred_at":"2026-10-24T10:00:00Z","provider":7}` + "\n",
+			problems: []string{`day.jsonl:1: provider "7": not a JSON string`}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			ps, problems := readAll(t, tc.input, tc.file, tc.opts)
+			var got, msgs []string
+			for _, p := range ps {
+				got = append(got, p.Provider)
+			}
+			for _, p := range problems.Items {
+				msgs = append(msgs, p.Error())
+			}
+			if !slices.Equal(got, tc.want) || !slices.Equal(msgs, tc.problems) {
+				t.Errorf("providers %q, problems %q; want %q, %q", got, msgs, tc.want, tc.problems)
+			}
+		})
+	}
+}

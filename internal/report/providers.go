@@ -1,0 +1,152 @@
+package report
+
+import (
+	"bufio"
+	"cmp"
+	"context"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/reconcile/reconcile/internal/ledger"
+	"github.com/reconcile/reconcile/internal/limiter"
+)
+
+// CircuitStatus is the circuit of one provider as a consumer last changed
+// it (table provider_circuits).
+type CircuitStatus struct {
+	// Provider is the providers file's name; empty for a single provider.
+	Provider string `json:"provider"`
+	URL      string `json:"url"`
+	// Open is true while calls to the provider are stopped but for a probe.
+	Open bool `json:"open"`
+	// OpenedAt and NextProbeAt are omitted when closed.
+	OpenedAt    *time.Time `json:"opened_at,omitempty"`
+	NextProbeAt *time.Time `json:"next_probe_at,omitempty"`
+	// Cause is what opened the circuit, or the latest failure since.
+	Cause string `json:"cause,omitempty"`
+	// Probes and Failures count since the circuit opened.
+	Probes   int `json:"probes"`
+	Failures int `json:"failures"`
+	// ChangedAt and ChangedBy say when and which consumer last changed it.
+	ChangedAt time.Time `json:"changed_at"`
+	ChangedBy string    `json:"changed_by"`
+}
+
+// loadCircuits reads every provider's circuit.
+func loadCircuits(ctx context.Context, db DB) ([]CircuitStatus, error) {
+	rows, err := db.Query(ctx, `
+		SELECT provider, url, open, opened_at, next_probe_at, cause, probes, failures, changed_at, changed_by
+		  FROM provider_circuits ORDER BY provider`)
+	if err != nil {
+		return nil, fmt.Errorf("read provider circuits: %w", err)
+	}
+	out, err := pgx.CollectRows(rows, pgx.RowToStructByPos[CircuitStatus])
+	if err != nil {
+		return nil, fmt.Errorf("read provider circuits: %w", err)
+	}
+	return out, nil
+}
+
+// providerLimiterPrefix starts the limiter rows of a providers file's
+// providers (provider:stripe).
+const providerLimiterPrefix = "provider:"
+
+// loadProviderLimiters reads the limiters of a providers file's providers.
+func loadProviderLimiters(ctx context.Context, db *pgxpool.Pool, now time.Time) ([]LimiterStatus, error) {
+	rows, err := db.Query(ctx, `SELECT name FROM rate_limiters WHERE starts_with(name, $1) ORDER BY name`, providerLimiterPrefix)
+	if err != nil {
+		return nil, fmt.Errorf("read provider limiters: %w", err)
+	}
+	names, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		return nil, fmt.Errorf("read provider limiters: %w", err)
+	}
+	var out []LimiterStatus
+	for _, name := range names {
+		ls, err := limiter.LoadState(ctx, db, name)
+		if err != nil {
+			return nil, err
+		}
+		s := LimiterStatus{Name: ls.Name, ConfiguredRate: ls.Rate, Burst: ls.Burst, EffectiveRate: ls.EffectiveRate, Throttles: ls.Throttles}
+		if ls.PenaltyUntil.After(now) {
+			s.PenaltyUntil = &ls.PenaltyUntil
+		}
+		out = append(out, s)
+	}
+	return out, nil
+}
+
+// providerTotals returns a run's totals by provider, or nil when its items
+// name no provider (a night of one provider).
+func providerTotals(ctx context.Context, db DB, runID uuid.UUID) ([]ledger.ProviderTotal, error) {
+	t, err := ledger.ProviderTotals(ctx, db, runID)
+	if err != nil || (len(t) == 1 && t[0].Provider == "") {
+		return nil, err
+	}
+	return t, nil
+}
+
+// addProviders fills in the providers' circuits and limiters, and each
+// run's totals by provider.
+func (st *Status) addProviders(ctx context.Context, db *pgxpool.Pool) error {
+	var err error
+	if st.Circuits, err = loadCircuits(ctx, db); err != nil {
+		return err
+	}
+	if st.ProviderLimiters, err = loadProviderLimiters(ctx, db, st.Now); err != nil {
+		return err
+	}
+	for i := range st.Runs {
+		if st.Runs[i].Providers, err = providerTotals(ctx, db, st.Runs[i].RunID); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// providerName shows the default provider of items that name none.
+func providerName(p string) string { return cmp.Or(p, "(default)") }
+
+// writeProviderTotals writes one line per provider of a run.
+func writeProviderTotals(bw *bufio.Writer, indent string, totals []ledger.ProviderTotal) {
+	for _, p := range totals {
+		fmt.Fprintf(bw, "%sprovider %s: %d items: %d matched, %d mismatched, %d missing, %d dead-lettered, %d open; %d provider calls, %d throttled\n",
+			indent, providerName(p.Provider), p.Items, p.Matched, p.Mismatched, p.Missing, p.DeadLettered, p.Open, p.ProviderCalls, p.Throttles)
+	}
+}
+
+// writeProviders writes the provider limiters and circuits of a status.
+func (st Status) writeProviders(bw *bufio.Writer) {
+	for _, l := range st.ProviderLimiters {
+		fmt.Fprintf(bw, "limiter %s: configured %s/s (burst %d), effective %s/s, %d throttles",
+			l.Name, fmtRate(l.ConfiguredRate), l.Burst, fmtRate(l.EffectiveRate), l.Throttles)
+		if l.PenaltyUntil != nil {
+			fmt.Fprintf(bw, ", paused until %s", fmtTime(*l.PenaltyUntil))
+		}
+		bw.WriteString("\n")
+	}
+	for _, c := range st.Circuits {
+		name := c.Provider
+		if name == "" {
+			name = c.URL
+		} else {
+			name += " (" + c.URL + ")"
+		}
+		if !c.Open {
+			fmt.Fprintf(bw, "provider %s: circuit closed (last change %s by %s)\n", name, fmtTime(c.ChangedAt), c.ChangedBy)
+			continue
+		}
+		var b strings.Builder
+		fmt.Fprintf(&b, "provider %s: CIRCUIT OPEN since %s (%s): calls stopped, %d probes, %d failures",
+			name, fmtTimePtr(c.OpenedAt), c.Cause, c.Probes, c.Failures)
+		if c.NextProbeAt != nil {
+			fmt.Fprintf(&b, ", next probe %s", fmtTime(*c.NextProbeAt))
+		}
+		bw.WriteString(b.String() + "\n")
+	}
+}
