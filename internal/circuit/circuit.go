@@ -71,6 +71,13 @@ type Event struct {
 	// circuit; late outcomes of calls started before it opened are
 	// counted but change nothing.
 	Probe bool
+	// Retry is true when the call retried an item that failed before. Its
+	// 5xx is weak evidence: a wave of transient failures rescheduled
+	// together can make every call in flight such a retry, with no fresh
+	// item to show the provider healthy. So only 5xx answers to items'
+	// first calls count towards Config.ServerErrors; an unreachable retry
+	// counts like any other call.
+	Retry bool
 }
 
 // Action is what [Breaker.Allow] tells the caller to do.
@@ -282,6 +289,9 @@ func (b *Breaker) Record(now time.Time, ev Event) Verdict {
 			return Verdict{Change: Opened, Systemic: true}
 		}
 	case ServerError:
+		if ev.Retry {
+			return Verdict{}
+		}
 		b.serverError[ev.Item] = struct{}{}
 		if len(b.serverError) >= b.cfg.ServerErrors {
 			b.trip(now, ev.Cause)

@@ -190,6 +190,32 @@ func TestBreakerState(t *testing.T) {
 	}
 }
 
+// TestRetriesOfFailedItemsDoNotOpen: when the calls in flight are all
+// retries of items that each failed before (a wave of transient 503s
+// rescheduled together, late in a run), their 5xx answers are the items'
+// own; 5xx answers on items' first calls, or unreachable calls, still open.
+func TestRetriesOfFailedItemsDoNotOpen(t *testing.T) {
+	t.Parallel()
+	retry := func(at time.Duration, item, want string) step {
+		return step{at: at, ev: &Event{Kind: ServerError, Item: item, Cause: "http 503", Retry: true}, want: want}
+	}
+	var steps []step
+	for i := range 12 {
+		steps = append(steps, retry(time.Duration(i)*time.Millisecond, fmt.Sprintf("r%d", i), "unchanged"))
+	}
+	for i := range 3 {
+		steps = append(steps, record(time.Second, ServerError, fmt.Sprintf("f%d", i), false, "unchanged"))
+	}
+	steps = append(steps, record(time.Second, ServerError, "f3", false, "opened systemic"))
+	runSteps(t, Config{ServerErrors: 4}, steps)
+
+	// A retry that cannot reach the provider is no item's fault.
+	runSteps(t, Config{Failures: 2}, []step{
+		{at: 0, ev: &Event{Kind: Unreachable, Item: "a", Cause: "connection refused", Retry: true}, want: "unchanged"},
+		{at: 0, ev: &Event{Kind: Unreachable, Item: "b", Cause: "connection refused", Retry: true}, want: "opened systemic"},
+	})
+}
+
 func TestConfigValidate(t *testing.T) {
 	t.Parallel()
 	for _, cfg := range []Config{

@@ -111,7 +111,8 @@ func (c *Consumer) process(ctx, claimCtx context.Context, rec *recorder, l *lane
 		kind, cause = circuit.Answered, "" // the provider is up and said something
 	}
 	ended := c.cfg.Now()
-	verdict, st := l.record(ended, circuit.Event{Kind: kind, Item: j.d.TransactionID, Cause: cause, Probe: probe})
+	verdict, st := l.record(ended, circuit.Event{Kind: kind, Item: j.d.TransactionID, Cause: cause, Probe: probe,
+		Retry: j.item.Attempts > 0})
 	if verdict.Change != circuit.Unchanged {
 		c.persistCircuit(ctx, l, st, ended)
 	}
