@@ -14,6 +14,7 @@ import (
 	"github.com/reconcile/reconcile/internal/circuit"
 	"github.com/reconcile/reconcile/internal/consume"
 	"github.com/reconcile/reconcile/internal/decision"
+	"github.com/reconcile/reconcile/internal/logthrottle"
 	"github.com/reconcile/reconcile/internal/providersim"
 )
 
@@ -124,7 +125,7 @@ func TestProviderOutageDeadLettersNothing(t *testing.T) {
 				Policy: decision.Policy{MaxAttempts: 3, BackoffBase: 100 * time.Millisecond / scale, BackoffCap: time.Second / scale,
 					ThrottleDeadline: time.Hour},
 				Circuit:   circuit.Config{ProbeBase: time.Second / scale, ProbeCap: 30 * time.Second / scale},
-				WarnEvery: circuit.DefaultWarnEvery / scale,
+				WarnEvery: logthrottle.DefaultInterval / scale,
 				Logger:    slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelInfo})),
 			}
 			c, _ := b.consumer(t, "", 150, 10, cfg)

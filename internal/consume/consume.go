@@ -29,6 +29,7 @@ import (
 	"github.com/reconcile/reconcile/internal/circuit"
 	"github.com/reconcile/reconcile/internal/decision"
 	"github.com/reconcile/reconcile/internal/limiter"
+	"github.com/reconcile/reconcile/internal/logthrottle"
 	"github.com/reconcile/reconcile/internal/provider"
 	"github.com/reconcile/reconcile/internal/queue"
 )
@@ -98,7 +99,7 @@ type Config struct {
 	Circuit circuit.Config
 	// WarnEvery is the least time between two warnings about an open
 	// circuit (the first comes at once). Defaults to
-	// circuit.DefaultWarnEvery (30s).
+	// logthrottle.DefaultInterval (30s).
 	WarnEvery time.Duration
 	// LeaseRenewal is how often the lease of a message whose call is still
 	// running is extended, so a slow call is not redelivered elsewhere. It
@@ -120,7 +121,7 @@ func (c Config) withDefaults(visibility time.Duration) Config {
 	c.RecordBatch = cmp.Or(c.RecordBatch, DefaultRecordBatch)
 	c.LeaseRenewal = cmp.Or(c.LeaseRenewal, visibility/DefaultLeaseRenewalsPerVisibility)
 	c.Circuit = c.Circuit.WithDefaults()
-	c.WarnEvery = cmp.Or(c.WarnEvery, circuit.DefaultWarnEvery)
+	c.WarnEvery = cmp.Or(c.WarnEvery, logthrottle.DefaultInterval)
 	if c.Actor == "" {
 		host, _ := os.Hostname()
 		c.Actor = fmt.Sprintf("%s:%d", host, os.Getpid())
@@ -208,7 +209,7 @@ func NewWithProviders(pool *pgxpool.Pool, q *queue.Queue, providers []Provider, 
 		if err != nil {
 			return nil, fmt.Errorf("consume: %w", err)
 		}
-		l := &lane{Provider: p, breaker: b, warn: circuit.Warnings{Every: cfg.WarnEvery}, logger: cfg.Logger, claim: []string{p.Name}}
+		l := &lane{Provider: p, breaker: b, warnEvery: cfg.WarnEvery, logger: cfg.Logger, claim: []string{p.Name}}
 		if i == 0 && p.Name != "" {
 			l.claim = append(l.claim, "")
 		}

@@ -9,6 +9,7 @@ import (
 
 	"github.com/reconcile/reconcile/internal/circuit"
 	"github.com/reconcile/reconcile/internal/limiter"
+	"github.com/reconcile/reconcile/internal/logthrottle"
 	"github.com/reconcile/reconcile/internal/provider"
 )
 
@@ -45,9 +46,10 @@ type lane struct {
 	runDone chan struct{} // a recorded result completed a run
 	logger  *slog.Logger
 
-	mu      sync.Mutex // guards breaker and warn
-	breaker *circuit.Breaker
-	warn    circuit.Warnings
+	mu        sync.Mutex // guards breaker and warn
+	breaker   *circuit.Breaker
+	warn      logthrottle.State // the open circuit's warnings
+	warnEvery time.Duration
 }
 
 // label names the lane's provider in logs: its name, or its URL when the
@@ -84,17 +86,18 @@ func (l *lane) record(now time.Time, ev circuit.Event) (v circuit.Verdict, st ci
 	st = l.breaker.State()
 	switch {
 	case v.Change == circuit.Opened:
-		l.warn.Note(now) // the episode's first warning is this one
+		l.warn.Fail(now, l.warnEvery, st.Cause) // the outage's first warning is this one
 		l.logger.Warn("provider unreachable: circuit open, calls stopped; probing with one call at a backed-off interval",
 			"provider", l.label(), "url", l.Client.BaseURL(), "cause", st.Cause, "next_probe_in", st.NextProbe.Sub(now).Round(time.Millisecond))
 	case v.Change == circuit.Closed:
-		n := l.warn.Reset()
+		out, _ := l.warn.OK(now)
 		l.logger.Info("provider reachable again: circuit closed, calls resume at the limiter's rate",
-			"provider", l.label(), "url", l.Client.BaseURL(), "failures_since_last_warning", n)
+			"provider", l.label(), "url", l.Client.BaseURL(), "failures", out.Failures, "outage", out.Lasted.Round(time.Millisecond))
 	case v.Systemic:
-		if warn, count := l.warn.Note(now); warn {
+		if line, warn := l.warn.Fail(now, l.warnEvery, st.Cause); warn {
 			l.logger.Warn("provider still unreachable: circuit open",
-				"provider", l.label(), "url", l.Client.BaseURL(), "cause", st.Cause, "failures", count,
+				"provider", l.label(), "url", l.Client.BaseURL(), "cause", st.Cause, "failures", line.Failures,
+				"failures_total", line.Total,
 				"open_for", now.Sub(st.OpenedAt).Round(time.Second), "probes", st.Probes,
 				"next_probe_in", st.NextProbe.Sub(now).Round(time.Millisecond))
 		}
