@@ -111,6 +111,13 @@ func TestDatabaseRestart(t *testing.T) {
 			}
 		}
 	}
+	// A ten-second outage is one line per kind of failure and process (the
+	// next would come 30 s later), not one per message.
+	for kind, n := range warnings {
+		if n > len(consumers) {
+			t.Errorf("%q logged %d times by %d consumers during a 10 s outage; want one line per process", kind, n, len(consumers))
+		}
+	}
 	t.Logf("FIGURES database restart: postgres down %s with %d of %d items done; progress again %s after the restart; "+
 		"the same 2 consumer processes finished (exit 0; logged %v); %s; elapsed %s",
 		restartedAt.Sub(haltedAt).Round(time.Millisecond), atHalt, fig.Items, resumedAfter.Round(time.Millisecond),

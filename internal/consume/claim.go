@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/reconcile/reconcile/internal/dbconn"
 	"github.com/reconcile/reconcile/internal/ledger"
 	"github.com/reconcile/reconcile/internal/pause"
 	"github.com/reconcile/reconcile/internal/queue"
@@ -17,6 +18,13 @@ type job struct {
 	ok        bool      // the item exists
 	claimedAt time.Time // when the lease started, by the local clock
 }
+
+// The kinds of database failure the consumer logs through dbWarn.
+const (
+	warnClaim   = "claim failed; retrying"
+	warnRecord  = "recording failed; retrying"
+	warnRelease = "release failed; the messages return after their lease"
+)
 
 // claimLoop claims batches of l's messages for free worker slots until ctx
 // ends or, with UntilDone, every run is complete. It claims once at least
@@ -67,12 +75,13 @@ func (c *Consumer) claimLoop(ctx context.Context, l *lane) error {
 		if err != nil {
 			failures++
 			wait := backoffDB(failures)
-			c.cfg.Logger.Warn("claim failed; retrying", "err", err, "retry_in", wait)
+			c.dbWarn.Fail(warnClaim, dbconn.ElideValues(err), "retry_in", wait)
 			if err := pause.For(ctx, wait); err != nil {
 				return err
 			}
 			continue
 		}
+		c.dbWarn.OK(warnClaim, "claims work again")
 		failures = 0
 		for _, j := range batch {
 			jobs <- j
@@ -140,7 +149,7 @@ func (c *Consumer) claim(ctx context.Context, l *lane, n int) ([]job, error) {
 	items, err := ledger.Items(ctx, c.pool, keys)
 	if err != nil {
 		if rerr := c.queue.Release(ctx, ds); rerr != nil {
-			c.cfg.Logger.Warn("release claimed messages failed; they return after their lease", "messages", len(ds), "err", rerr)
+			c.dbWarn.Fail(warnRelease, dbconn.ElideValues(rerr), "messages", len(ds))
 		}
 		return nil, err
 	}
@@ -162,8 +171,9 @@ func (c *Consumer) allRunsComplete(ctx context.Context) (bool, error) {
 // release hands an unprocessed delivery back to the queue.
 func (c *Consumer) release(ctx context.Context, d queue.Delivery) {
 	if err := c.queue.Release(ctx, []queue.Delivery{d}); err != nil {
-		c.cfg.Logger.Warn("release message failed; it returns after its lease", "message_id", d.ID, "err", err)
+		c.dbWarn.Fail(warnRelease, dbconn.ElideValues(err), "message_id", d.ID)
 		return
 	}
+	c.dbWarn.OK(warnRelease, "releases work again")
 	c.stats.released.Add(1)
 }

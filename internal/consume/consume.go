@@ -166,6 +166,10 @@ type Consumer struct {
 	lanes []*lane // one per provider; the first is the default one
 	cfg   Config
 	stats Stats
+	// dbWarn logs the database failures of claiming, recording and
+	// releasing: one line per kind at once, then one every 30 s with a
+	// count, and the recovery once.
+	dbWarn *logthrottle.Logger
 
 	rndMu sync.Mutex
 	rnd   *rand.Rand
@@ -195,7 +199,8 @@ func NewWithProviders(pool *pgxpool.Pool, q *queue.Queue, providers []Provider, 
 	if len(providers) == 0 {
 		return nil, errors.New("consume: no provider")
 	}
-	c := &Consumer{pool: pool, queue: q, cfg: cfg, rnd: rand.New(rand.NewPCG(cfg.Seed, cfg.Seed>>1|1))}
+	c := &Consumer{pool: pool, queue: q, cfg: cfg, rnd: rand.New(rand.NewPCG(cfg.Seed, cfg.Seed>>1|1)),
+		dbWarn: logthrottle.New(cfg.Logger, logthrottle.Config{Interval: cfg.WarnEvery})}
 	seen := map[string]bool{}
 	for i, p := range providers {
 		switch {

@@ -12,6 +12,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/reconcile/reconcile/internal/dbconn"
 	"github.com/reconcile/reconcile/internal/decision"
 	"github.com/reconcile/reconcile/internal/ledger"
 	"github.com/reconcile/reconcile/internal/pause"
@@ -123,6 +124,7 @@ func (r *recorder) recordBatch(ctx context.Context, batch []result) {
 			return err
 		})
 		if err == nil {
+			r.c.dbWarn.OK(warnRecord, "recording works again")
 			for _, b := range batch {
 				r.c.stats.count(b.s)
 			}
@@ -152,6 +154,7 @@ func (r *recorder) recordOne(ctx context.Context, logger *slog.Logger, j job, s 
 		})
 		switch {
 		case err == nil:
+			r.c.dbWarn.OK(warnRecord, "recording works again")
 			r.c.stats.count(s)
 			r.completed(res)
 			return
@@ -172,7 +175,7 @@ func (r *recorder) recordOne(ctx context.Context, logger *slog.Logger, j job, s 
 			logger.Error("recording failed; the message returns after its lease", "err", err)
 			return
 		}
-		logger.Warn("recording failed; retrying", "err", err, "retry_in", wait)
+		r.c.dbWarn.Fail(warnRecord, dbconn.ElideValues(err), "retry_in", wait)
 		if pause.For(ctx, wait) != nil {
 			return
 		}
