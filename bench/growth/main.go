@@ -69,6 +69,7 @@ type figures struct {
 	report  time.Duration
 	audit   time.Duration
 	size    string
+	reads   string // blocks read from outside shared buffers during the consume, by relation
 }
 
 func run(ctx context.Context, o options) error {
@@ -156,7 +157,7 @@ func run(ctx context.Context, o options) error {
 	figs := map[string]*figures{}
 	for _, db := range []string{"empty", "big"} {
 		env := append(os.Environ(), "DATABASE_URL="+c.ConnString(db), "RECONCILE_PROVIDER_URL="+srv.URL)
-		f, err := measure(bin, env, o, days, files)
+		f, err := measure(ctx, c.ConnString(db), bin, env, o, days, files)
 		if err != nil {
 			return fmt.Errorf("%s ledger: %w", db, err)
 		}
@@ -179,6 +180,8 @@ func run(ctx context.Context, o options) error {
 	fmt.Printf("%-46s %14s %14s\n", "report --date "+last+" (median)", round(e.report), round(b.report))
 	fmt.Printf("%-46s %14s %14s\n", "audit verify --date "+last+" (median)", round(e.audit), round(b.audit))
 	fmt.Printf("%-46s %14s %14s\n", "database size", e.size, b.size)
+	fmt.Printf("blocks read from disk or page cache during the consume, empty ledger: %s\n", e.reads)
+	fmt.Printf("blocks read from disk or page cache during the consume, big ledger: %s\n", b.reads)
 	fmt.Printf("load average at the end: %s", loadavg())
 	if out, err := exec.Command("du", "-sh", c.SocketDir()).Output(); err == nil {
 		fmt.Printf("cluster directory: %s", out)
@@ -189,8 +192,13 @@ func run(ctx context.Context, o options) error {
 
 // measure enqueues and consumes the days on one ledger, then times status,
 // report and audit verify of the last day.
-func measure(bin string, env []string, o options, days []payments.Date, files []string) (*figures, error) {
+func measure(ctx context.Context, url, bin string, env []string, o options, days []payments.Date, files []string) (*figures, error) {
 	f := &figures{}
+	conn, err := pgx.Connect(ctx, url)
+	if err != nil {
+		return nil, err
+	}
+	defer conn.Close(ctx)
 	for i, d := range days {
 		wall, err := timed(bin, env, "enqueue", "--date", d.String(), "--source", files[i])
 		if err != nil {
@@ -198,11 +206,20 @@ func measure(bin string, env []string, o options, days []payments.Date, files []
 		}
 		f.enqueue = append(f.enqueue, wall)
 	}
+	before, err := blocksRead(ctx, conn)
+	if err != nil {
+		return nil, err
+	}
 	wall, err := timed(bin, env, "consume", "--until-done", "--concurrency", fmt.Sprint(o.concurrency), "--rate", "100000")
 	if err != nil {
 		return nil, err
 	}
 	f.consume = wall
+	after, err := blocksRead(ctx, conn)
+	if err != nil {
+		return nil, err
+	}
+	f.reads = readDelta(before, after)
 	last := days[len(days)-1].String()
 	for _, m := range []struct {
 		into *time.Duration
@@ -299,6 +316,47 @@ func plans(log []byte) string {
 		}
 	}
 	return out.String()
+}
+
+// blocksRead returns the blocks each table and index of the database has
+// read from outside shared buffers so far. The statistics are flushed by
+// backends when they go idle, so the figures trail by up to a second.
+func blocksRead(ctx context.Context, conn *pgx.Conn) (map[string]int64, error) {
+	rows, err := conn.Query(ctx, `
+		SELECT relname, coalesce(heap_blks_read, 0) FROM pg_statio_user_tables
+		UNION ALL
+		SELECT indexrelname, coalesce(idx_blks_read, 0) FROM pg_statio_user_indexes`)
+	if err != nil {
+		return nil, err
+	}
+	m := map[string]int64{}
+	var name string
+	var n int64
+	_, err = pgx.ForEachRow(rows, []any{&name, &n}, func() error { m[name] = n; return nil })
+	return m, err
+}
+
+// readDelta lists the relations that read the most blocks between two
+// blocksRead snapshots, with their share of all reads.
+func readDelta(before, after map[string]int64) string {
+	type rel struct {
+		name string
+		n    int64
+	}
+	var rels []rel
+	var total int64
+	for name, n := range after {
+		if d := n - before[name]; d > 0 {
+			rels = append(rels, rel{name, d})
+			total += d
+		}
+	}
+	slices.SortFunc(rels, func(a, b rel) int { return int(b.n - a.n) })
+	var parts []string
+	for _, r := range rels[:min(len(rels), 6)] {
+		parts = append(parts, fmt.Sprintf("%s %d", r.name, r.n))
+	}
+	return fmt.Sprintf("%d in all (%s)", total, strings.Join(parts, ", "))
 }
 
 func writeDay(path string, cfg sample.Config) error {
