@@ -108,19 +108,34 @@ func TestFailover(t *testing.T) {
 	if resumedAfter > 5*time.Second {
 		t.Errorf("the consumers resumed %s after the promotion, want at most 5s", resumedAfter.Round(time.Millisecond))
 	}
-	warnings := warningLines(consumers)
+	warnings, longest := warningLines(consumers)
+	// The failures that are already summarised (logthrottle, the limiter's
+	// own throttle) log one line for an outage of a few seconds, a second
+	// one at most when the new primary refuses a first connection.
+	for _, c := range consumers {
+		for _, msg := range []string{"queue listener unavailable; polling", "limiter poll failed"} {
+			if n := strings.Count(c.stderr.String(), `"msg":"`+msg+`"`); n > 2 {
+				t.Errorf("%s logged %q %d times during a %s outage, want one line with a count", c.name, msg, n,
+					promotedAt.Sub(killedAt).Round(time.Second))
+			}
+		}
+	}
+	if longest > 2000 {
+		t.Errorf("a warning line is %d bytes long: error text must not carry argument values", longest)
+	}
 	t.Logf("FIGURES failover: primary killed with %d of %d items done (%d terminal on the standby at its promotion: "+
 		"%d outcomes lost with the asynchronous tail, processed again); promoted %s after the kill; "+
 		"first call recorded %s after the promotion; the same 2 consumer processes finished (exit 0); %s; elapsed %s",
 		atKill, fig.Items, atPromotion, max(atKill-atPromotion, 0), promotedAt.Sub(killedAt).Round(time.Millisecond),
 		resumedAfter.Round(time.Millisecond), fig, elapsed.Round(time.Millisecond))
-	t.Logf("FIGURES failover warnings (lines per process and message): %s", warnings)
+	t.Logf("FIGURES failover warnings (lines per process and message; the longest %d bytes): %s", longest, warnings)
 }
 
 // warningLines counts the WARN and ERROR lines of each process by message,
-// as "process: message ×n" sorted.
-func warningLines(procs []*proc) string {
+// as "process: message ×n" sorted, and returns the longest line's length.
+func warningLines(procs []*proc) (string, int) {
 	var out []string
+	longest := 0
 	for _, p := range procs {
 		count := map[string]int{}
 		sc := bufio.NewScanner(strings.NewReader(p.stderr.String()))
@@ -129,6 +144,7 @@ func warningLines(procs []*proc) string {
 			var line struct{ Level, Msg string }
 			if json.Unmarshal(sc.Bytes(), &line) == nil && (line.Level == "WARN" || line.Level == "ERROR") {
 				count[line.Level+" "+line.Msg]++
+				longest = max(longest, len(sc.Bytes()))
 			}
 		}
 		for msg, n := range count {
@@ -136,5 +152,5 @@ func warningLines(procs []*proc) string {
 		}
 	}
 	sort.Strings(out)
-	return strings.Join(out, "; ")
+	return strings.Join(out, "; "), longest
 }
