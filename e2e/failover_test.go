@@ -18,7 +18,7 @@ import (
 	"github.com/reconcile/reconcile/internal/providersim"
 )
 
-// TestFailover is scenario 6: a primary and its streaming standby
+// TestFailover is the failover scenario: a primary and its streaming standby
 // (pg_basebackup -R) behind one multi-host URL with
 // target_session_attrs=read-write; the primary killed by SIGKILL in the
 // middle of a run, the standby promoted three seconds later, as a failover
