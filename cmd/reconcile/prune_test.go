@@ -113,3 +113,15 @@ func TestPruneKeepsTheLedgerAndTheDateEnqueuedOnce(t *testing.T) {
 		t.Fatalf("bad --older-than: %v", err)
 	}
 }
+
+// TestSchedulePruneAfterRejectsABadAge checks that `schedule --prune-after`
+// reads its age as `prune --older-than` does, before touching the database.
+func TestSchedulePruneAfterRejectsABadAge(t *testing.T) {
+	t.Parallel()
+	e, _, _ := testEnv(t)
+	err := cmdSchedule(context.Background(), e, []string{"--cron", "0 2 * * *", "--source-template", "/data/{date}.csv", "--prune-after", "soon"})
+	var msg strings.Builder
+	if exitCode(err, &msg) != 2 || !strings.Contains(msg.String(), `--prune-after "soon"`) {
+		t.Fatalf("bad --prune-after: exit %d, %q", exitCode(err, &strings.Builder{}), msg.String())
+	}
+}

@@ -20,7 +20,8 @@ func cmdSchedule(ctx context.Context, e *env, args []string) error {
 			"`reconcile enqueue` does (trigger cron). Run it on as many machines as you like: each date is\n"+
 			"enqueued once. At start-up, dates missed within --catch-up are enqueued. A missing source is\n"+
 			"logged and shown by `reconcile status`; the scheduler carries on. With --consume it also runs\n"+
-			"a consumer (the consume flags apply).",
+			"a consumer (the consume flags apply). With --prune-after it runs `reconcile prune` after\n"+
+			"every tick.",
 		"reconcile schedule --cron '0 2 * * *' --tz Europe/Berlin --source-template '/data/payments-{date}.csv' --catch-up 3d")
 	expr := fs.String("cron", "", "cron expression, 5 fields or a descriptor such as @daily; CRON_TZ=ZONE prefix allowed (required)")
 	tz := fs.String("tz", "", "IANA time zone of the expression and of the business date (default: CRON_TZ of the expression, else UTC)")
@@ -30,6 +31,7 @@ func cmdSchedule(ctx context.Context, e *env, args []string) error {
 	catchUp := fs.String("catch-up", "3d", "at start-up, enqueue dates of ticks missed within this long (e.g. 3d, 36h; 0 turns it off)")
 	allowOutside := fs.Bool("allow-outside-date", false, "accept payments whose occurred_at falls outside the business date")
 	withConsumer := fs.Bool("consume", false, "also run a consumer in this process (for small deployments)")
+	pruneAfter := fs.String("prune-after", "", "after every tick, prune what served the queue for runs completed this long ago (90d; see `reconcile prune`; default: never)")
 	var cf consumeFlags
 	cf.register(fs)
 	if err := parseFlags(fs, args); err != nil {
@@ -53,6 +55,12 @@ func cmdSchedule(ctx context.Context, e *env, args []string) error {
 	window, err := parseCatchUp(*catchUp)
 	if err != nil {
 		return err
+	}
+	var keep time.Duration
+	if *pruneAfter != "" {
+		if keep, err = parseAge("schedule: --prune-after", *pruneAfter); err != nil {
+			return err
+		}
 	}
 	if (*template == "") == (*table == "") {
 		return usageErrorf("schedule: give exactly one of --source-template and --source-table")
@@ -86,7 +94,14 @@ func cmdSchedule(ctx context.Context, e *env, args []string) error {
 	}
 	host, _ := os.Hostname()
 	s, err := schedule.New(pool, enq, schedule.Config{Spec: spec, DateOffset: *offset, Source: source, CatchUp: window,
-		AllowOutsideDate: *allowOutside, Name: host + ":" + strconv.Itoa(os.Getpid()), Logger: logger})
+		AllowOutsideDate: *allowOutside, Name: host + ":" + strconv.Itoa(os.Getpid()), Logger: logger,
+		PruneAfter: keep, Prune: func(ctx context.Context, before time.Time) error {
+			res, err := prune(ctx, pool, logger, before, queue.DefaultPruneBatch, false)
+			if err == nil {
+				logger.Info("pruned", "before", before, "messages", res.messages, "ticks", res.ticks, "elapsed", res.elapsed)
+			}
+			return err
+		}})
 	if err != nil {
 		return err
 	}

@@ -53,6 +53,8 @@ type Cluster struct {
 	exited  chan struct{}
 	logger  *slog.Logger
 	logFile string
+	cfg     Config // with defaults applied, for StartStandby
+	owner   *ids
 }
 
 // superuser is the name given to the cluster's bootstrap superuser.
@@ -119,7 +121,7 @@ func Start(ctx context.Context, cfg Config) (*Cluster, error) {
 	if err != nil {
 		return nil, fmt.Errorf("create cluster directory: %w", err)
 	}
-	c := &Cluster{dir: dir, exited: make(chan struct{}), logger: logger, logFile: filepath.Join(dir, "postgres.log")}
+	c := &Cluster{dir: dir, exited: make(chan struct{}), logger: logger, logFile: filepath.Join(dir, "postgres.log"), cfg: cfg, owner: owner}
 	ok := false
 	defer func() {
 		if !ok {
@@ -140,42 +142,50 @@ func Start(ctx context.Context, cfg Config) (*Cluster, error) {
 	if out, err := initdb.CombinedOutput(); err != nil {
 		return nil, fmt.Errorf("initdb in %s: %w: %s", data, err, lastLines(out, 5))
 	}
+	if err := c.launch(ctx); err != nil {
+		return nil, err
+	}
+	ok = true
+	logger.Debug("throwaway postgres started", "dir", dir)
+	return c, nil
+}
 
-	args := []string{"-D", data, "-k", dir, "-c", "listen_addresses=",
-		"-c", "max_connections=" + strconv.Itoa(cfg.MaxConnections),
+// launch starts postgres on c.dir/data with its socket in c.dir and waits
+// until it accepts connections.
+func (c *Cluster) launch(ctx context.Context) error {
+	args := []string{"-D", filepath.Join(c.dir, "data"), "-k", c.dir, "-c", "listen_addresses=",
+		"-c", "max_connections=" + strconv.Itoa(c.cfg.MaxConnections),
 		"-c", "logging_collector=off", "-c", "unix_socket_permissions=0777"}
-	if !cfg.Durable {
+	if !c.cfg.Durable {
 		args = append(args, "-c", "fsync=off", "-c", "synchronous_commit=off", "-c", "full_page_writes=off")
 	}
 	logf, err := os.Create(c.logFile)
 	if err != nil {
-		return nil, fmt.Errorf("create server log: %w", err)
+		return fmt.Errorf("create server log: %w", err)
 	}
 	defer logf.Close()
 	// Not CommandContext: the server must outlive the start-up context and is
 	// stopped by Stop.
-	c.cmd = exec.Command(filepath.Join(cfg.BinDir, "postgres"), args...)
+	c.cmd = exec.Command(filepath.Join(c.cfg.BinDir, "postgres"), args...)
 	c.cmd.Stdout, c.cmd.Stderr = logf, logf
 	c.cmd.Env = append(os.Environ(), "LC_ALL=C")
-	setOwner(c.cmd, owner)
-	if cfg.Detachable {
+	setOwner(c.cmd, c.owner)
+	if c.cfg.Detachable {
 		ownSession(c.cmd)
 	} else {
 		dieWithParent(c.cmd)
 	}
 	if err := c.cmd.Start(); err != nil {
-		return nil, fmt.Errorf("start postgres: %w", err)
+		return fmt.Errorf("start postgres: %w", err)
 	}
 	go func() { _ = c.cmd.Wait(); close(c.exited) }()
 
 	if err := c.waitReady(ctx); err != nil {
 		_ = c.cmd.Process.Kill()
 		<-c.exited
-		return nil, err
+		return err
 	}
-	ok = true
-	logger.Debug("throwaway postgres started", "dir", dir)
-	return c, nil
+	return nil
 }
 
 // waitReady polls until the server accepts connections, it exits, or ctx ends.

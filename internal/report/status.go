@@ -239,7 +239,12 @@ func LoadStatus(ctx context.Context, pool *pgxpool.Pool, opts StatusOptions) (St
 	return st, nil
 }
 
-// loadRuns reads the runs of d, or the open runs and the latest date's.
+// loadRuns reads the runs of d, or the open runs and the latest date's. A
+// run is open until its completion is recorded (completed_at, cleared again
+// by a requeue), the test ledger.OpenRuns makes too. The condition names
+// only columns of runs, so the planner applies it before the view's
+// per-run count of items: status reads the items of the runs it shows, not
+// those of every run in the ledger.
 func loadRuns(ctx context.Context, db DB, d payments.Date) ([]RunStatus, error) {
 	var date *string
 	if !d.IsZero() {
@@ -252,7 +257,7 @@ func loadRuns(ctx context.Context, db DB, d payments.Date) ([]RunStatus, error) 
 		       provider_calls, throttles, created_at, completed_at
 		  FROM run_summary
 		 WHERE CASE WHEN $1::date IS NOT NULL THEN business_date = $1::date
-		            ELSE open_items > 0 OR business_date = (SELECT max(business_date) FROM runs) END
+		            ELSE completed_at IS NULL OR business_date = (SELECT max(business_date) FROM runs) END
 		 ORDER BY business_date, generation`, date)
 	if err != nil {
 		return nil, fmt.Errorf("read runs: %w", err)

@@ -102,6 +102,15 @@ type Config struct {
 	Clock Clock
 	// Logger receives a line per tick. Defaults to discarding them.
 	Logger *slog.Logger
+	// PruneAfter, when positive, makes Run call Prune after every tick with
+	// the clock's time less PruneAfter: retention without a job of its own.
+	// Defaults to 0: no pruning.
+	PruneAfter time.Duration
+	// Prune deletes what only served the queue for runs completed before
+	// before (cmd/reconcile gives it what `reconcile prune` does). Its
+	// failure is logged and the scheduler carries on. Required with
+	// PruneAfter.
+	Prune func(ctx context.Context, before time.Time) error
 }
 
 // Scheduler enqueues a date at each tick of a cron expression. Run it once;
@@ -123,6 +132,10 @@ func New(pool *pgxpool.Pool, enq *enqueue.Enqueuer, cfg Config) (*Scheduler, err
 		return nil, errors.New("schedule: Config.Source is required")
 	case cfg.CatchUp < 0:
 		return nil, fmt.Errorf("schedule: Config.CatchUp %s is negative", cfg.CatchUp)
+	case cfg.PruneAfter < 0:
+		return nil, fmt.Errorf("schedule: Config.PruneAfter %s is negative", cfg.PruneAfter)
+	case cfg.PruneAfter > 0 && cfg.Prune == nil:
+		return nil, errors.New("schedule: Config.Prune is required with Config.PruneAfter")
 	}
 	cfg.Name = cmp.Or(cfg.Name, "scheduler")
 	if cfg.Clock == nil {
@@ -136,12 +149,15 @@ func New(pool *pgxpool.Pool, enq *enqueue.Enqueuer, cfg Config) (*Scheduler, err
 
 // Run catches up missed ticks, then handles every tick until ctx ends, and
 // returns ctx's error. At each tick it first catches up again: a date of
-// the window whose tick failed is retried. A failing tick is logged and recorded; it does not
-// stop the loop. Ticks are computed from the previous firing time, not from
+// the window whose tick failed is retried. After the catch-up and after
+// every tick it prunes (Config.PruneAfter). A failing tick is logged and
+// recorded; it does not stop the loop. Ticks are computed from the previous firing time, not from
 // the clock after a tick, so a slow tick does not lose the next one.
 func (s *Scheduler) Run(ctx context.Context) error {
 	now := s.cfg.Clock.Now()
-	s.CatchUp(ctx, now)
+	if len(s.CatchUp(ctx, now)) > 0 {
+		s.prune(ctx)
+	}
 	s.cfg.Logger.Info("scheduler started", "cron", s.cfg.Spec.Expr, "time_zone", s.cfg.Spec.Location.String(),
 		"date_offset", s.cfg.DateOffset, "next_tick", s.cfg.Spec.Next(now))
 	last := now
@@ -160,7 +176,20 @@ func (s *Scheduler) Run(ctx context.Context) error {
 		// a file that arrives late is picked up without a restart.
 		s.CatchUp(ctx, last)
 		s.Tick(ctx, next, false)
+		s.prune(ctx)
 		last = next
+	}
+}
+
+// prune calls Config.Prune, when PruneAfter is set, for the runs completed
+// more than PruneAfter before now.
+func (s *Scheduler) prune(ctx context.Context) {
+	if s.cfg.PruneAfter == 0 {
+		return
+	}
+	before := s.cfg.Clock.Now().Add(-s.cfg.PruneAfter)
+	if err := s.cfg.Prune(ctx, before); err != nil && ctx.Err() == nil {
+		s.cfg.Logger.Error("prune failed; the scheduler carries on", "before", before, "err", err)
 	}
 }
 

@@ -465,3 +465,102 @@ func TestParseTableName(t *testing.T) {
 		}
 	}
 }
+
+// TestPruneAfterEachTick runs a scheduler with PruneAfter 90 days through
+// one tick: after it, the acked messages and the tick of a run completed
+// more than 90 days before the tick are gone, those of a run completed 27
+// days before stay, and the ledger keeps both runs' items.
+func TestPruneAfterEachTick(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	b := setup(t)
+	old, recent, today := date("2025-11-30"), date("2026-02-28"), date("2026-03-27")
+	for _, d := range []payments.Date{old, recent, today} {
+		b.writeDay(t, d, 5)
+	}
+	spec, err := schedule.ParseSpec("30 2 * * *", berlin)
+	if err != nil {
+		t.Fatal(err)
+	}
+	src, err := schedule.FileTemplate(filepath.Join(b.dir, "payments-{date}.csv"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	q := queue.New(b.pool, queue.Config{})
+	enq, err := enqueue.New(b.pool, enqueue.Config{Queue: q, Actor: "pruner"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var mu sync.Mutex
+	var befores []time.Time
+	prune := func(ctx context.Context, before time.Time) error {
+		mu.Lock()
+		befores = append(befores, before)
+		mu.Unlock()
+		if _, err := q.PruneAcked(ctx, before, 2, false); err != nil {
+			return err
+		}
+		_, err := schedule.PruneTicks(ctx, b.pool, before, false)
+		return err
+	}
+	clock := newFakeClock(time.Date(2025, 12, 1, 2, 30, 0, 0, berlin))
+	s, err := schedule.New(b.pool, enq, schedule.Config{Spec: spec, DateOffset: -1, Source: src, Name: "pruner",
+		Clock: clock, PruneAfter: 90 * 24 * time.Hour, Prune: prune})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The two earlier nights, ticked by hand, their runs done and completed
+	// an hour after their tick.
+	for _, at := range []time.Time{time.Date(2025, 12, 1, 2, 30, 0, 0, berlin), time.Date(2026, 3, 1, 2, 30, 0, 0, berlin)} {
+		clock.advanceTo(at)
+		if tk := s.Tick(ctx, at, false); tk.Outcome != schedule.Enqueued {
+			t.Fatalf("tick at %s: %s (%v)", at, tk.Outcome, tk.Err)
+		}
+		d := spec.DateOf(at, -1)
+		for _, sql := range []string{
+			`UPDATE queue_messages SET state = 'acked' WHERE run_id IN (SELECT run_id FROM runs WHERE business_date = $1)`,
+			`UPDATE runs SET completed_at = $2 WHERE business_date = $1`,
+		} {
+			args := []any{d.String()}
+			if strings.HasPrefix(sql, "UPDATE runs") {
+				args = append(args, at.Add(time.Hour))
+			}
+			if _, err := b.pool.Exec(ctx, sql, args...); err != nil {
+				t.Fatalf("%s: %v", sql, err)
+			}
+		}
+	}
+	if len(befores) != 0 {
+		t.Fatalf("Tick pruned (%v); only Run does", befores)
+	}
+
+	clock.advanceTo(time.Date(2026, 3, 27, 12, 0, 0, 0, berlin))
+	start(t, s)
+	tick := time.Date(2026, 3, 28, 2, 30, 0, 0, berlin)
+	if got := clock.awaitWaiter(t); !got.Equal(tick) {
+		t.Fatalf("scheduler waits for %s, want %s", got, tick)
+	}
+	clock.advanceTo(tick)
+	clock.awaitWaiter(t) // the tick and its prune are done
+
+	mu.Lock()
+	got := append([]time.Time(nil), befores...)
+	mu.Unlock()
+	if want := tick.Add(-90 * 24 * time.Hour); len(got) != 1 || !got[0].Equal(want) {
+		t.Fatalf("pruned with before %v, want once with %s", got, want)
+	}
+	for _, c := range []struct {
+		d                     payments.Date
+		messages, ticks, item int
+	}{{old, 0, 0, 5}, {recent, 5, 1, 5}, {today, 5, 1, 5}} {
+		if n := b.count(t, `SELECT count(*) FROM queue_messages m JOIN runs r USING (run_id) WHERE r.business_date = $1`, c.d.String()); n != c.messages {
+			t.Errorf("%s: %d queue messages left, want %d", c.d, n, c.messages)
+		}
+		if n := b.count(t, `SELECT count(*) FROM schedule_ticks WHERE business_date = $1`, c.d.String()); n != c.ticks {
+			t.Errorf("%s: %d ticks left, want %d", c.d, n, c.ticks)
+		}
+		if n := b.count(t, `SELECT count(*) FROM items i JOIN runs r USING (run_id) WHERE r.business_date = $1`, c.d.String()); n != c.item {
+			t.Errorf("%s: %d items left, want %d", c.d, n, c.item)
+		}
+	}
+}
