@@ -337,9 +337,11 @@ func (c *Consumer) Run(ctx context.Context) error {
 }
 
 // backoffDB is the wait before retrying a database operation: 100ms doubling
-// to 10s.
+// to 2s. The cap bounds how long after a database comes back (a restart, a
+// promoted standby) the consumer resumes; a retry every 2 s costs an
+// unreachable database nothing.
 func backoffDB(failures int) time.Duration {
-	return min(100*time.Millisecond<<min(failures-1, 7), 10*time.Second)
+	return min(100*time.Millisecond<<min(failures-1, 5), 2*time.Second)
 }
 
 // sleep waits for d or until ctx ends, whichever comes first; it returns
