@@ -15,7 +15,6 @@ import (
 	"time"
 
 	"github.com/reconcile/reconcile/internal/payments"
-	"github.com/reconcile/reconcile/internal/profile"
 	"github.com/reconcile/reconcile/internal/provider"
 	"github.com/reconcile/reconcile/internal/providersim"
 	"github.com/reconcile/reconcile/internal/sample"
@@ -63,9 +62,9 @@ func generateDemoDayIn(date payments.Date, n int, seed uint64, shape providersim
 			break
 		}
 		if !shape.Expresses(p.Status) {
-			p.Status = profile.StatusCanceled
+			p.Status = payments.StatusCanceled
 			if !shape.Expresses(p.Status) {
-				p.Status = profile.StatusSucceeded
+				p.Status = payments.StatusSucceeded
 			}
 		}
 		line = sample.AppendCSV(line[:0], p)

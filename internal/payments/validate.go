@@ -34,9 +34,6 @@ func Fields() []string {
 // MaxIDBytes is the longest transaction or account id accepted, in bytes.
 const MaxIDBytes = 255
 
-// maxStatusBytes is the longest status accepted, in bytes.
-const maxStatusBytes = 32
-
 // CheckID returns why s is not an acceptable transaction or account id, or
 // "" when it is: 1 to MaxIDBytes bytes of valid UTF-8 without control
 // characters.
@@ -104,19 +101,26 @@ func IsCurrency(s string) bool {
 
 func isUpper(c byte) bool { return 'A' <= c && c <= 'Z' }
 
-// IsStatus reports whether s is an acceptable status: a lower-case ASCII
-// word (letters and underscores, starting with a letter) of at most 32 bytes.
-func IsStatus(s string) bool {
-	if s == "" || len(s) > maxStatusBytes || s[0] < 'a' || s[0] > 'z' {
-		return false
-	}
-	for i := 1; i < len(s); i++ {
-		if c := s[i]; (c < 'a' || c > 'z') && c != '_' {
-			return false
-		}
-	}
-	return true
+// The ledger's status vocabulary: the words a payment file's status uses,
+// and those a provider profile maps the provider's words onto.
+const (
+	StatusSucceeded         = "succeeded"
+	StatusPending           = "pending"
+	StatusFailed            = "failed"
+	StatusRefunded          = "refunded"
+	StatusPartiallyRefunded = "partially_refunded"
+	StatusCanceled          = "canceled"
+	StatusDisputed          = "disputed"
+)
+
+// Statuses returns the ledger's status vocabulary, in documentation order.
+func Statuses() []string {
+	return []string{StatusSucceeded, StatusPending, StatusFailed, StatusRefunded, StatusPartiallyRefunded,
+		StatusCanceled, StatusDisputed}
 }
+
+// IsStatus reports whether s is a word of the ledger's status vocabulary.
+func IsStatus(s string) bool { return slices.Contains(Statuses(), s) }
 
 // ParseTime parses an RFC 3339 timestamp (fractional seconds allowed; the
 // offset or Z is required).
@@ -202,7 +206,7 @@ func (r *Reader) check(line int, f *row) (p Payment, validID, ok bool) {
 	}
 	if has(idxStatus) {
 		if !IsStatus(f.vals[idxStatus]) {
-			bad(idxStatus, "not a status: want a lower-case word such as succeeded, refunded or failed")
+			bad(idxStatus, "not a status: want one of "+strings.Join(Statuses(), ", "))
 		} else {
 			p.Status = f.vals[idxStatus]
 		}

@@ -8,6 +8,8 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+
+	"github.com/reconcile/reconcile/internal/payments"
 )
 
 // MaxFileSize is the largest profile file read, in bytes.
@@ -93,8 +95,8 @@ func Parse(file string, data []byte) (*Profile, error) {
 				if m.key == "" {
 					return d.errf(m.val, key, "empty provider status")
 				}
-				if !IsStatus(v) {
-					return d.errf(m.val, key, "%q is not a ledger status (want one of %s)", v, strings.Join(Statuses(), ", "))
+				if !payments.IsStatus(v) {
+					return d.errf(m.val, key, "%q is not a ledger status (want one of %s)", v, strings.Join(payments.Statuses(), ", "))
 				}
 				p.StatusMap[m.key] = v
 				return nil

@@ -18,31 +18,9 @@ package profile
 
 import (
 	"fmt"
-	"slices"
 	"strconv"
 	"strings"
 )
-
-// The ledger's status vocabulary: the words a payment file's status and a
-// profile's status map use.
-const (
-	StatusSucceeded         = "succeeded"
-	StatusPending           = "pending"
-	StatusFailed            = "failed"
-	StatusRefunded          = "refunded"
-	StatusPartiallyRefunded = "partially_refunded"
-	StatusCanceled          = "canceled"
-	StatusDisputed          = "disputed"
-)
-
-// Statuses returns the ledger's status vocabulary, in documentation order.
-func Statuses() []string {
-	return []string{StatusSucceeded, StatusPending, StatusFailed, StatusRefunded, StatusPartiallyRefunded,
-		StatusCanceled, StatusDisputed}
-}
-
-// IsStatus reports whether s is a word of the ledger's status vocabulary.
-func IsStatus(s string) bool { return slices.Contains(Statuses(), s) }
 
 // Class is what an error rule says an answer means.
 type Class int

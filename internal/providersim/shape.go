@@ -12,6 +12,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/reconcile/reconcile/internal/payments"
 	"github.com/reconcile/reconcile/internal/profile"
 	"github.com/reconcile/reconcile/internal/provider"
 )
@@ -70,8 +71,8 @@ type shapeSpec struct {
 var shapes = map[Shape]shapeSpec{
 	ShapeStripe: {
 		prefix: "/v1/payment_intents/",
-		words: map[string]string{profile.StatusSucceeded: "succeeded", profile.StatusCanceled: "canceled",
-			profile.StatusPending: "processing", profile.StatusFailed: "requires_payment_method"},
+		words: map[string]string{payments.StatusSucceeded: "succeeded", payments.StatusCanceled: "canceled",
+			payments.StatusPending: "processing", payments.StatusFailed: "requires_payment_method"},
 		fallback: "canceled",
 		record: func(r provider.Record, word string) any {
 			received := int64(0)
@@ -101,8 +102,8 @@ var shapes = map[Shape]shapeSpec{
 	},
 	ShapePayPal: {
 		prefix: "/v2/payments/captures/",
-		words: map[string]string{profile.StatusSucceeded: "COMPLETED", profile.StatusPending: "PENDING",
-			profile.StatusFailed: "DECLINED", profile.StatusRefunded: "REFUNDED", profile.StatusPartiallyRefunded: "PARTIALLY_REFUNDED"},
+		words: map[string]string{payments.StatusSucceeded: "COMPLETED", payments.StatusPending: "PENDING",
+			payments.StatusFailed: "DECLINED", payments.StatusRefunded: "REFUNDED", payments.StatusPartiallyRefunded: "PARTIALLY_REFUNDED"},
 		fallback: "DECLINED",
 		record: func(r provider.Record, word string) any {
 			money := map[string]string{"currency_code": r.Currency,
@@ -125,8 +126,8 @@ var shapes = map[Shape]shapeSpec{
 	},
 	ShapeSquare: {
 		prefix: "/v2/payments/",
-		words: map[string]string{profile.StatusSucceeded: "COMPLETED", profile.StatusPending: "PENDING",
-			profile.StatusCanceled: "CANCELED", profile.StatusFailed: "FAILED"},
+		words: map[string]string{payments.StatusSucceeded: "COMPLETED", payments.StatusPending: "PENDING",
+			payments.StatusCanceled: "CANCELED", payments.StatusFailed: "FAILED"},
 		fallback: "CANCELED",
 		record: func(r provider.Record, word string) any {
 			money := map[string]any{"amount": r.AmountMinor, "currency": r.Currency}

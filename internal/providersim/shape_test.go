@@ -7,6 +7,7 @@ import (
 
 	"github.com/reconcile/reconcile/internal/decision"
 	"github.com/reconcile/reconcile/internal/ledger"
+	"github.com/reconcile/reconcile/internal/payments"
 	"github.com/reconcile/reconcile/internal/profile"
 	"github.com/reconcile/reconcile/internal/provider"
 )
@@ -21,7 +22,7 @@ func TestShapesMatchTruth(t *testing.T) {
 			recs := dataset(300)
 			for i := range recs {
 				if !shape.Expresses(recs[i].Status) {
-					recs[i].Status = profile.StatusSucceeded
+					recs[i].Status = payments.StatusSucceeded
 				}
 			}
 			sim, err := New(Config{Records: recs, Seed: 7, Token: "sim-token", TransientCalls: 1,
