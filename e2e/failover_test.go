@@ -3,9 +3,7 @@
 package e2e
 
 import (
-	"bufio"
 	"context"
-	"encoding/json"
 	"fmt"
 	"sort"
 	"strings"
@@ -137,16 +135,8 @@ func warningLines(procs []*proc) (string, int) {
 	var out []string
 	longest := 0
 	for _, p := range procs {
-		count := map[string]int{}
-		sc := bufio.NewScanner(strings.NewReader(p.stderr.String()))
-		sc.Buffer(nil, 1<<20)
-		for sc.Scan() {
-			var line struct{ Level, Msg string }
-			if json.Unmarshal(sc.Bytes(), &line) == nil && (line.Level == "WARN" || line.Level == "ERROR") {
-				count[line.Level+" "+line.Msg]++
-				longest = max(longest, len(sc.Bytes()))
-			}
-		}
+		count, l := warningCounts(p)
+		longest = max(longest, l)
 		for msg, n := range count {
 			out = append(out, fmt.Sprintf("%s: %q ×%d", p.name, msg, n))
 		}

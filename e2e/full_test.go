@@ -102,13 +102,9 @@ func TestDatabaseRestart(t *testing.T) {
 	// What the consumers said about the outage.
 	warnings := map[string]int{}
 	for _, c := range consumers {
-		sc := bufio.NewScanner(strings.NewReader(c.stderr.String()))
-		sc.Buffer(nil, 1<<20)
-		for sc.Scan() {
-			var line struct{ Level, Msg string }
-			if json.Unmarshal(sc.Bytes(), &line) == nil && (line.Level == "WARN" || line.Level == "ERROR") {
-				warnings[line.Level+" "+line.Msg]++
-			}
+		count, _ := warningCounts(c)
+		for msg, n := range count {
+			warnings[msg] += n
 		}
 	}
 	// A ten-second outage is one line per kind of failure and process (the
