@@ -615,7 +615,11 @@ func TestSoak(t *testing.T) {
 			t.Errorf("consumer %d: goroutines grew from %d to %d", i, first.goroutines[i], last.goroutines[i])
 		}
 	}
-	if last.conns > first.conns {
+	// A pool opens a connection when every one it has is busy, so one or
+	// two more than at warm-up are the pools filling in (the heartbeat and
+	// the circuit's row are written on the same pool as the results); a
+	// leak grows with the items, almost five times as many at the end.
+	if last.conns > first.conns+2 {
 		t.Errorf("database connections grew from %d to %d", first.conns, last.conns)
 	}
 	self, _ := rss(os.Getpid())
