@@ -26,10 +26,10 @@ type filters struct {
 	// that name none; empty: every provider.
 	Provider string
 	Reason   string // dead letters: the reason
-	Min     *int64 // expected amount range, minor units
-	Max     *int64
-	After   string // keyset cursor: transaction id or message id
-	Format  string // "", csv or json
+	Min      *int64 // expected amount range, minor units
+	Max      *int64
+	After    string // keyset cursor: transaction id or message id
+	Format   string // "", csv or json
 }
 
 func parseFilters(q url.Values) (filters, error) {
@@ -80,7 +80,7 @@ func int64Str(p *int64) string {
 }
 
 // provider is the provider filter as a query argument: NULL for every
-// provider, '' for the default one.
+// provider, ” for the default one.
 func (f filters) provider() *string {
 	switch f.Provider {
 	case "":

@@ -45,7 +45,7 @@ type runData struct {
 	// Breakdown is the run's outcomes by provider and amounts at stake.
 	Breakdown breakdown
 	Traffic   traffic
-	Chart   svgChart
+	Chart     svgChart
 	// ETA is the estimated time to finish; zero when done or unknown.
 	ETA      time.Duration
 	ETABasis string
