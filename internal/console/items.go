@@ -80,7 +80,7 @@ func int64Str(p *int64) string {
 }
 
 // provider is the provider filter as a query argument: NULL for every
-// provider, ” for the default one.
+// provider, the empty name for the default one.
 func (f filters) provider() *string {
 	switch f.Provider {
 	case "":
