@@ -243,7 +243,8 @@ type limits struct {
 // configured rate comes from the `limit set` rows; before the first one in
 // the span it is the one set before start (one more query, only when the
 // settings changed since start). A limiter without history rows (one not
-// used since the history was recorded) shows its current settings.
+// used since the history was recorded) shows its current rates over the
+// whole span.
 func loadLimits(ctx context.Context, rd *reader, l *limiterRow, start, end time.Time) (limits, error) {
 	var out limits
 	if l == nil || end.IsZero() {
@@ -279,12 +280,11 @@ func loadLimits(ctx context.Context, rd *reader, l *limiterRow, start, end time.
 		}
 	}
 	if len(before) == 0 && len(during) == 0 {
-		out.Points = []limitPoint{
-			{At: start, Effective: math.NaN(), Estimate: math.NaN(), Configured: configured,
-				Cause: "configured " + fmtRate(l.Rate) + "/s; no change of limiter " + l.Name + " is recorded in the run's span"},
-			{At: end, Effective: l.EffectiveRate, Estimate: math.NaN(), Configured: configured,
-				Cause: "effective " + fmtRate(l.EffectiveRate) + "/s now"},
-		}
+		// Every change of the effective rate is recorded: without a row,
+		// the rate in force now held over the whole run.
+		out.Points = []limitPoint{{At: start, Effective: l.EffectiveRate, Estimate: math.NaN(), Configured: configured,
+			Cause: "effective " + fmtRate(l.EffectiveRate) + "/s, configured " + fmtRate(l.Rate) +
+				"/s: no change of limiter " + l.Name + " is recorded up to the run's end"}}
 		return out, nil
 	}
 	if len(before) == 1 {
