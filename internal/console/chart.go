@@ -224,6 +224,10 @@ func loadLimiters(ctx context.Context, rd *reader) ([]limiterRow, error) {
 	return ls, nil
 }
 
+// markSpacing is the least distance in the chart's units between two
+// hover marks of limit changes.
+const markSpacing = 4.0
+
 // chartChanges is the most limiter history rows a chart reads: a limit
 // being found changes a few times a minute, one that holds once a minute or
 // less, so a night's run fits unless the limit was hunted for hours.
@@ -452,6 +456,17 @@ func newSVGChart(tr traffic, lim limits) svgChart {
 	c.Configured = step(func(l limitPoint) float64 { return l.Configured })
 	c.Effective = step(func(l limitPoint) float64 { return l.Effective })
 	c.Estimate = step(func(l limitPoint) float64 { return l.Estimate })
+	// One hover mark per change, but changes closer than markSpacing
+	// share the first one's mark: a limit hunted for hours changes more
+	// often than a chart has pixels, and every mark costs the page.
+	var marks []svgMark
+	merged := 0
+	flush := func() {
+		if merged > 0 {
+			marks[len(marks)-1].Title += fmt.Sprintf(" (and %d more changes within %.0f px; the Limits page lists them all)", merged, markSpacing)
+		}
+		merged = 0
+	}
 	for _, l := range lim.Points {
 		kind, v := "limit", l.Effective
 		if math.IsNaN(v) {
@@ -460,8 +475,15 @@ func newSVGChart(tr traffic, lim limits) svgChart {
 		if math.IsNaN(v) {
 			continue
 		}
-		c.Marks = append(c.Marks, svgMark{X: x(l.At), Y: y(v), Kind: kind, Title: l.Cause})
+		if n := len(marks); n > 0 && x(l.At)-marks[n-1].X < markSpacing {
+			merged++
+			continue
+		}
+		flush()
+		marks = append(marks, svgMark{X: x(l.At), Y: y(v), Kind: kind, Title: l.Cause})
 	}
+	flush()
+	c.Marks = append(c.Marks, marks...)
 	for i := 0; i <= 4; i++ {
 		v := top * float64(i) / 4
 		c.YTicks = append(c.YTicks, svgTick{X: float64(c.Left) - 6, Y: y(v), Label: strconv.FormatFloat(v, 'f', -1, 64)})

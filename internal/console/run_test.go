@@ -2,6 +2,7 @@ package console
 
 import (
 	"context"
+	"math"
 	"net/http"
 	"regexp"
 	"strconv"
@@ -51,6 +52,9 @@ func TestRunPageChartsTheLimiterHistory(t *testing.T) {
 		t.Fatal(err)
 	}
 	bob := b.login(t, "bob")
+	// The run is open (tx_f is queued): its chart runs to now, 5 s after
+	// its first transition, and leaves out the limit set of the real now.
+	b.h.cfg.Now = func() time.Time { return t0.Add(5 * time.Second) }
 	w := b.do(t, "GET", "/runs/"+b.runID.String(), bob, nil)
 	wantStatus(t, w, http.StatusOK, "run page")
 	body := w.Body.String()
@@ -68,8 +72,8 @@ func TestRunPageChartsTheLimiterHistory(t *testing.T) {
 		t.Errorf("the chart shows another limiter's change")
 	}
 	// The configured line: 50/s from the limit set before the run, 40/s
-	// from the one during it. The effective line: 45, 25, 40, 28 and the
-	// limit set at now; the estimate: 30 where known.
+	// from the one during it. The effective line: 45, 25, 40, 28; the
+	// estimate: 30 where known.
 	levels := func(class string) []string {
 		m := regexp.MustCompile(`<path class="` + class + `" d="([^"]*)"`).FindStringSubmatch(body)
 		if m == nil {
@@ -86,8 +90,8 @@ func TestRunPageChartsTheLimiterHistory(t *testing.T) {
 	if ys := levels("configured"); len(ys) != 2 {
 		t.Errorf("configured line at levels %v, want 50/s then 40/s", ys)
 	}
-	if ys := levels("effective"); len(ys) != 5 {
-		t.Errorf("effective line at levels %v, want 45, 25, 40, 28, 40", ys)
+	if ys := levels("effective"); len(ys) != 4 {
+		t.Errorf("effective line at levels %v, want 45, 25, 40, 28", ys)
 	}
 	if ys := levels("estimate"); len(ys) != 1 {
 		t.Errorf("estimate line at levels %v, want 30/s only", ys)
@@ -204,5 +208,26 @@ func TestRunPageBreaksDownByProvider(t *testing.T) {
 	w = b.do(t, "GET", run, bob, nil)
 	if !strings.Contains(w.Body.String(), "Of the first 4 items") {
 		t.Errorf("a run of six items read four at a time does not say so:\n%s", w.Body)
+	}
+}
+
+func TestChartMergesCloseLimitMarks(t *testing.T) {
+	t.Parallel()
+	tr := traffic{Start: t0, End: t0.Add(1000 * time.Second),
+		Points: []trafficPoint{{At: t0, Calls: 10}, {At: t0.Add(1000 * time.Second), Calls: 10}}}
+	var lim limits
+	for i := range 1000 {
+		lim.Points = append(lim.Points, limitPoint{At: t0.Add(time.Duration(i) * time.Second), Effective: float64(i % 7),
+			Estimate: math.NaN(), Configured: 10, Cause: "change " + strconv.Itoa(i)})
+	}
+	c := newSVGChart(tr, lim)
+	if n, most := len(c.Marks), int(float64(c.Width)/markSpacing); n == 0 || n > most {
+		t.Fatalf("%d hover marks for 1,000 changes, want 1 to %d", n, most)
+	}
+	if !strings.HasPrefix(c.Marks[0].Title, "change 0 (and ") {
+		t.Errorf("first mark %q, want change 0 and the count of the changes it stands for", c.Marks[0].Title)
+	}
+	if got := strings.Count(c.Effective, "V"); got != 999 {
+		t.Errorf("the effective line has %d steps, want every one of the 999 changes", got)
 	}
 }
