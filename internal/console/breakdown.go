@@ -8,43 +8,42 @@ import (
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
-
-	"github.com/reconcile/reconcile/internal/ledger"
 )
 
-// A run's outcomes by provider and its amounts at stake by currency are not
-// kept in any counter row: items has no index on state or provider, so an
-// exact figure reads every item of the run (ledger.ProviderTotals does, for
-// report and status). A page reads the run's first Config.Window items by
-// transaction id instead, one index range, and says so when the run has
-// more: the figures are then those of that slice, not of the run.
+// A run's outcomes by provider and its amounts at stake by currency come
+// from the ledger's run_breakdown rows (a few per shard: one per provider
+// and currency), which the terminal transitions of the items that did not
+// match keep; matches are not counted there, so the matched items of a
+// provider are its items less the others once the run is complete.
 
-// providerOutcomes counts the items of one provider in the slice read.
+// providerOutcomes counts the items of one provider in a run.
 type providerOutcomes struct {
 	// Provider is the providers file's name; empty for the default
 	// provider of items that named none.
 	Provider     string
 	Items        int64
-	Matched      int64
 	Mismatched   int64
 	Missing      int64
 	DeadLettered int64
 	Cancelled    int64
-	Open         int64
-	Calls        int64
-	Throttles    int64
 }
 
 // Name is the provider's name as pages show and filter it.
 func (p providerOutcomes) Name() string { return providerLabel(p.Provider) }
+
+// MatchedOrOpen is the provider's items that are neither unmatched nor
+// cancelled: matched, or still open while the run is.
+func (p providerOutcomes) MatchedOrOpen() int64 {
+	return p.Items - p.Mismatched - p.Missing - p.DeadLettered - p.Cancelled
+}
 
 // defaultProvider is how pages name the provider of items that name none.
 const defaultProvider = "(default)"
 
 func providerLabel(p string) string { return cmp.Or(p, defaultProvider) }
 
-// atStake sums the expected amounts of the items in one currency that did
-// not match, by outcome, in minor units.
+// atStake sums the expected amounts of a run's items in one currency that
+// did not match, by outcome, in minor units, with their counts.
 type atStake struct {
 	Currency                           string
 	Mismatched, Missing, DeadLettered  int64
@@ -55,84 +54,84 @@ type atStake struct {
 func (a atStake) Total() int64 { return a.Mismatched + a.Missing + a.DeadLettered }
 
 // breakdown is a run's outcomes by provider and its amounts at stake by
-// currency, from the first Scanned items of the run.
+// currency.
 type breakdown struct {
 	Providers []providerOutcomes
 	AtStake   []atStake
-	// Scanned is how many items were read; Partial is true when the run
-	// has more, and the figures are those of its first Scanned items.
-	Scanned int64
-	Partial bool
 }
 
-// loadBreakdown reads the first window items of a run (by transaction id,
-// the items' primary key range) in one statement and groups them by
-// provider, state and currency.
-func loadBreakdown(ctx context.Context, rd *reader, runID uuid.UUID, items int64, window int) (breakdown, error) {
-	var b breakdown
-	rows, err := rd.Query(ctx, `
-		SELECT provider, state, currency, count(*), coalesce(sum(amount_minor), 0)::bigint,
-		       coalesce(sum(attempts), 0)::bigint, coalesce(sum(throttles), 0)::bigint
-		  FROM (SELECT provider, state, currency, amount_minor, attempts, throttles FROM items
-		         WHERE run_id = $1 ORDER BY transaction_id LIMIT $2) w
-		 GROUP BY 1, 2, 3`, runID, window)
-	if err != nil {
-		return b, fmt.Errorf("break down items of run %s: %w", runID, err)
+// loadBreakdowns reads the breakdowns of runs in one statement over their
+// run_breakdown rows (the primary key's range of each run).
+func loadBreakdowns(ctx context.Context, rd *reader, runIDs []uuid.UUID) (map[uuid.UUID]*breakdown, error) {
+	out := make(map[uuid.UUID]*breakdown, len(runIDs))
+	if len(runIDs) == 0 {
+		return out, nil
 	}
-	byProvider := map[string]*providerOutcomes{}
-	byCurrency := map[string]*atStake{}
-	var provider, state, currency string
-	var n, amount, calls, throttles int64
-	_, err = pgx.ForEachRow(rows, []any{&provider, &state, &currency, &n, &amount, &calls, &throttles}, func() error {
-		b.Scanned += n
-		p := byProvider[provider]
+	rows, err := rd.Query(ctx, `
+		SELECT run_id, provider, currency, sum(item_count), sum(mismatched), sum(missing), sum(dead_lettered),
+		       sum(cancelled), sum(mismatched_minor), sum(missing_minor), sum(dead_lettered_minor)
+		  FROM run_breakdown WHERE run_id = ANY($1)
+		 GROUP BY run_id, provider, currency`, runIDs)
+	if err != nil {
+		return nil, fmt.Errorf("read breakdown of %d runs: %w", len(runIDs), err)
+	}
+	type key struct {
+		run      uuid.UUID
+		provider string
+	}
+	providers := map[key]*providerOutcomes{}
+	stakes := map[uuid.UUID]map[string]*atStake{}
+	var run uuid.UUID
+	var provider, currency string
+	var items, mismatched, missing, dead, cancelled, mismatchedMinor, missingMinor, deadMinor int64
+	_, err = pgx.ForEachRow(rows, []any{&run, &provider, &currency, &items, &mismatched, &missing, &dead, &cancelled,
+		&mismatchedMinor, &missingMinor, &deadMinor}, func() error {
+		p := providers[key{run, provider}]
 		if p == nil {
 			p = &providerOutcomes{Provider: provider}
-			byProvider[provider] = p
+			providers[key{run, provider}] = p
 		}
-		p.Items += n
-		p.Calls += calls
-		p.Throttles += throttles
-		a := byCurrency[currency]
+		p.Items += items
+		p.Mismatched += mismatched
+		p.Missing += missing
+		p.DeadLettered += dead
+		p.Cancelled += cancelled
+		if mismatched+missing+dead == 0 {
+			return nil
+		}
+		if stakes[run] == nil {
+			stakes[run] = map[string]*atStake{}
+		}
+		a := stakes[run][currency]
 		if a == nil {
 			a = &atStake{Currency: currency}
-			byCurrency[currency] = a
+			stakes[run][currency] = a
 		}
-		switch ledger.State(state) {
-		case ledger.Matched:
-			p.Matched += n
-		case ledger.Mismatched:
-			p.Mismatched += n
-			a.Mismatched += amount
-			a.NMismatched += n
-		case ledger.Missing:
-			p.Missing += n
-			a.Missing += amount
-			a.NMissing += n
-		case ledger.DeadLettered:
-			p.DeadLettered += n
-			a.DeadLettered += amount
-			a.NDeadLetter += n
-		case ledger.Cancelled:
-			p.Cancelled += n
-		default:
-			p.Open += n
-		}
+		a.Mismatched += mismatchedMinor
+		a.Missing += missingMinor
+		a.DeadLettered += deadMinor
+		a.NMismatched += mismatched
+		a.NMissing += missing
+		a.NDeadLetter += dead
 		return nil
 	})
 	if err != nil {
-		return b, fmt.Errorf("break down items of run %s: %w", runID, err)
+		return nil, fmt.Errorf("read breakdown of %d runs: %w", len(runIDs), err)
 	}
-	for _, p := range byProvider {
-		b.Providers = append(b.Providers, *p)
+	for _, id := range runIDs {
+		out[id] = &breakdown{}
 	}
-	slices.SortFunc(b.Providers, func(x, y providerOutcomes) int { return cmp.Compare(x.Provider, y.Provider) })
-	for _, a := range byCurrency {
-		if a.Total() != 0 || a.NMismatched+a.NMissing+a.NDeadLetter > 0 {
-			b.AtStake = append(b.AtStake, *a)
+	for k, p := range providers {
+		out[k.run].Providers = append(out[k.run].Providers, *p)
+	}
+	for run, byCurrency := range stakes {
+		for _, a := range byCurrency {
+			out[run].AtStake = append(out[run].AtStake, *a)
 		}
 	}
-	slices.SortFunc(b.AtStake, func(x, y atStake) int { return cmp.Compare(x.Currency, y.Currency) })
-	b.Partial = b.Scanned < items
-	return b, nil
+	for _, b := range out {
+		slices.SortFunc(b.Providers, func(x, y providerOutcomes) int { return cmp.Compare(x.Provider, y.Provider) })
+		slices.SortFunc(b.AtStake, func(x, y atStake) int { return cmp.Compare(x.Currency, y.Currency) })
+	}
+	return out, nil
 }

@@ -62,9 +62,8 @@ type Config struct {
 	ExportTimeout time.Duration
 	// PageSize is the number of rows per page. Defaults to 50.
 	PageSize int
-	// Window is the number of items a discrepancy page scans at most, and
-	// the number of a run's first items its page breaks down by provider
-	// and currency. Defaults to 20,000.
+	// Window is the number of items a discrepancy page scans at most.
+	// Defaults to 20,000.
 	Window int
 	// CountCap is where counts stop counting and show "N+". Defaults to
 	// 10,000.

@@ -74,9 +74,11 @@ func (h *Handler) runPage(w http.ResponseWriter, r *http.Request, u User) error 
 		if d.Accounts, d.NextAccount, err = loadAccounts(r.Context(), rd, id, after, h.cfg.PageSize); err != nil {
 			return err
 		}
-		if d.Breakdown, err = loadBreakdown(r.Context(), rd, id, d.Run.Items, h.cfg.Window); err != nil {
+		bs, err := loadBreakdowns(r.Context(), rd, []uuid.UUID{id})
+		if err != nil {
 			return err
 		}
+		d.Breakdown = *bs[id]
 		if d.Limiters, err = loadLimiters(r.Context(), rd); err != nil {
 			return err
 		}
