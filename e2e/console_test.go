@@ -161,6 +161,16 @@ func TestConsoleInBrowser(t *testing.T) {
 	if lines < 3 {
 		t.Errorf("the run chart draws %d lines, want calls, done and 429s at least", lines)
 	}
+	limits, err := chromedp.Run(ctx, chromedp.Evaluate[string](`[...document.querySelectorAll("#run-chart path.effective, #run-chart circle.mark-limit title")].map(e => e.textContent || "line").join("\n")`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.HasPrefix(limits, "line\n") || !strings.Contains(limits, "effective") {
+		t.Errorf("the run chart has no effective limit line with its causes on hover: %q", limits)
+	}
+	if p := text("providers", `table.providers`); !strings.Contains(p, "(default)") {
+		t.Errorf("the run page does not break the run down by provider:\n%s", p)
+	}
 	if body := text("run page", `main`); strings.Contains(body, "Actions") || strings.Contains(body, "Redrive") {
 		t.Errorf("the auditor sees actions on the run page:\n%s", body)
 	}

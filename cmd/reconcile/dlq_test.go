@@ -40,7 +40,11 @@ func deadLetteredRun(t *testing.T) (*env, *bytes.Buffer, *pgx.Conn) {
 		UPDATE account_progress SET remaining = remaining - 2, dead_lettered = dead_lettered + 2, provider_calls = provider_calls + 2;
 		UPDATE run_shards s SET remaining = remaining - c.n, dead_lettered = dead_lettered + c.n, provider_calls = provider_calls + c.n
 		  FROM (SELECT shard, count(*)::int AS n FROM items WHERE transaction_id IN ('tx1', 'tx2') GROUP BY shard) c
-		 WHERE s.shard = c.shard`); err != nil {
+		 WHERE s.shard = c.shard;
+		UPDATE run_breakdown b SET dead_lettered = dead_lettered + c.n, dead_lettered_minor = dead_lettered_minor + c.amount
+		  FROM (SELECT shard, provider, currency, count(*)::int AS n, sum(amount_minor) AS amount FROM items
+		         WHERE transaction_id IN ('tx1', 'tx2') GROUP BY shard, provider, currency) c
+		 WHERE b.shard = c.shard AND b.provider = c.provider AND b.currency = c.currency`); err != nil {
 		t.Fatal(err)
 	}
 	stdout.Reset()

@@ -145,6 +145,13 @@ func seed(t *testing.T, db testDB) {
 			return err
 		}
 		if _, err := tx.Exec(ctx, `
+			INSERT INTO run_breakdown (run_id, shard, provider, currency, item_count, mismatched, missing, dead_lettered,
+			                           mismatched_minor, missing_minor, dead_lettered_minor) VALUES
+			  ($1, 0, '', 'EUR', 6, 1, 1, 1, 1000, 1000, 1000), ($2, 0, '', 'EUR', 2, 0, 0, 0, 0, 0, 0), ($3, 0, '', 'EUR', 1, 0, 0, 0, 0, 0, 0)`,
+			runNightly, runRerun, runNext); err != nil {
+			return err
+		}
+		if _, err := tx.Exec(ctx, `
 			INSERT INTO run_completions (run_id, round, items, matched, mismatched, missing, dead_lettered, provider_calls, throttles, completed_at, completed_by) VALUES
 			  ($1, 2, 6, 2, 1, 1, 2, 12, 2, '2026-10-25 01:30:00+00', 'batch-1:4242'),
 			  ($2, 1, 1, 1, 0, 0, 0, 1, 0, '2026-10-26 01:00:02+00', 'batch-1:4242')`,

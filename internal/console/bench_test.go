@@ -18,6 +18,7 @@ import (
 
 	"github.com/reconcile/reconcile/internal/enqueue"
 	"github.com/reconcile/reconcile/internal/ledger"
+	"github.com/reconcile/reconcile/internal/limiter"
 	"github.com/reconcile/reconcile/internal/payments"
 	"github.com/reconcile/reconcile/internal/pgtest"
 	"github.com/reconcile/reconcile/internal/queue"
@@ -32,7 +33,9 @@ import (
 //
 // The run is recorded through ledger.RecordBatch as a consumer would (one
 // terminal transition per item, 1,000 items/s of ledger time): 3% mismatched,
-// 2% missing, 0.5% dead-lettered, the rest matched. Exports, audit
+// 2% missing, 0.5% dead-lettered, the rest matched; the limiter's history
+// holds a change a second over the run and a week of another limiter's.
+// Exports, audit
 // verification and bundles read whole runs and are not page views.
 func BenchmarkPages(b *testing.B) {
 	items := 1_000_000
@@ -107,6 +110,23 @@ func BenchmarkPages(b *testing.B) {
 		reason = CASE WHEN transaction_id = ANY($2) THEN 'http_400' END WHERE run_id = $1`, res.RunID, dead); err != nil {
 		b.Fatal(err)
 	}
+	// The limiter's history: an operator's limit set before the run, one
+	// change a second over the run's 1,000 s (more than a chart reads),
+	// and a week of another limiter's changes, one every 3 s.
+	if err := limiter.SaveSettings(ctx, pool, limiter.DefaultName, limiter.Settings{Rate: 1200, Burst: 50},
+		limiter.SetBy{Actor: "ops@bench", Reason: "the contract"}); err != nil {
+		b.Fatal(err)
+	}
+	if _, err := pool.Exec(ctx, `
+		INSERT INTO rate_limiter_history (limiter, recorded_at, cause, rate, estimate, detail)
+		SELECT $2, $1::timestamptz + n * interval '1 second', CASE WHEN n % 10 = 0 THEN 'throttle' ELSE 'probe' END,
+		       900 + n % 10 * 20, 1100, 'change ' || n
+		  FROM generate_series(0, $3::int / 1000) n
+		UNION ALL
+		SELECT 'provider:other', $1::timestamptz - interval '6 days' + n * interval '3 seconds', 'probe', 50, NULL, 'other ' || n
+		  FROM generate_series(1, 200000) n`, t0, limiter.DefaultName, items); err != nil {
+		b.Fatal(err)
+	}
 	if _, err := pool.Exec(ctx, `VACUUM ANALYZE`); err != nil {
 		b.Fatal(err)
 	}
@@ -129,10 +149,12 @@ func BenchmarkPages(b *testing.B) {
 		{"discrepancies", run + "/discrepancies"},
 		{"discrepancies, one account", run + "/discrepancies?outcome=all&account=acct_000042"},
 		{"discrepancies, page 10", run + "/discrepancies?after=" + ids[len(ids)/2]},
+		{"discrepancies, one provider", run + "/discrepancies?outcome=all&provider=(default)"},
 		{"dead letters", run + "/dead-letters"},
 		{"dead letters, one reason", run + "/dead-letters?reason=http_400&after=" + strconv.FormatInt(msg+100, 10)},
 		{"transaction", txLink(res.RunID, dead[0])},
 		{"limits", "/limits"},
+		{"limits, one limiter's history", "/limits?limiter=" + limiter.DefaultName},
 		{"audit (form)", "/audit"},
 		{"redrive preview (group)", run + "/redrive?reason=http_400"},
 		{"rerun preview", run + "/rerun?mode=failed"},

@@ -11,13 +11,14 @@ import (
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
+
+	"github.com/reconcile/reconcile/internal/limiter"
 )
 
 // A run's chart: provider traffic (calls/s, 429s/s, items done/s) from the
-// run's transitions, and the configured and effective limits from the
-// limiter. The two sources are read separately (loadTraffic, loadLimits) and
-// drawn together by newSVGChart, so a recorded limiter history replaces
-// loadLimits' body without touching the rest.
+// run's transitions, and the configured, effective and estimated limits from
+// the limiter's history. The two sources are read separately (loadTraffic,
+// loadLimits) and drawn together by newSVGChart.
 
 // trafficPoint is a run's provider traffic around one instant, per second.
 type trafficPoint struct {
@@ -28,10 +29,12 @@ type trafficPoint struct {
 }
 
 // limitPoint is the limiter's state from At on: the effective rate in
-// force, the configured ceiling and why the rate became what it is.
+// force, the provider's estimated rate, the configured ceiling (each NaN
+// when unknown) and why the rate became what it is.
 type limitPoint struct {
 	At         time.Time
 	Effective  float64
+	Estimate   float64
 	Configured float64
 	Cause      string
 }
@@ -221,26 +224,134 @@ func loadLimiters(ctx context.Context, rd *reader) ([]limiterRow, error) {
 	return ls, nil
 }
 
-// loadLimits returns the limits of limiter l over [start, end]. No history
-// of the effective rate is recorded yet, so it knows only the configured
-// rate since it was last set and the effective rate now; a limiter history
-// table (the limit discovery work) replaces this with one point per change,
-// each with its cause.
-func loadLimits(l *limiterRow, start, end time.Time) []limitPoint {
+// markSpacing is the least distance in the chart's units between two
+// hover marks of limit changes.
+const markSpacing = 4.0
+
+// chartChanges is the most limiter history rows a chart reads: a limit
+// being found changes a few times a minute, one that holds once a minute or
+// less, so a night's run fits unless the limit was hunted for hours.
+const chartChanges = 1000
+
+// limits is the limit part of a chart.
+type limits struct {
+	Points []limitPoint
+	// Truncated is true when the run's span held more than chartChanges
+	// changes and only the last ones were read.
+	Truncated bool
+}
+
+// loadLimits returns the limits of limiter l over [start, end] from its
+// history: the change in force at start, then every change up to end (at
+// most chartChanges, the last ones), each a point with its cause. The
+// configured rate comes from the `limit set` rows; before the first one in
+// the span it is the one set before start (one more query, only when the
+// settings changed since start). A limiter without history rows (one not
+// used since the history was recorded) shows its current rates over the
+// whole span.
+func loadLimits(ctx context.Context, rd *reader, l *limiterRow, start, end time.Time) (limits, error) {
+	var out limits
 	if l == nil || end.IsZero() {
-		return nil
+		return out, nil
 	}
-	from := start
-	cause := "configured " + strconv.FormatFloat(l.Rate, 'f', -1, 64) + "/s"
-	if l.SettingsUpdatedAt.After(start) && l.SettingsUpdatedAt.Before(end) {
-		from = l.SettingsUpdatedAt
-		cause = "limit set to " + strconv.FormatFloat(l.Rate, 'f', -1, 64) + "/s at " + fmtTime(l.SettingsUpdatedAt)
+	rd.stats.queries += 2
+	before, err := limiter.LoadHistory(ctx, rd.tx, l.Name, start, 1)
+	if err != nil {
+		return out, err
 	}
-	return []limitPoint{
-		{At: from, Effective: math.NaN(), Configured: l.Rate, Cause: cause},
-		{At: end, Effective: l.EffectiveRate, Configured: l.Rate,
-			Cause: "effective " + strconv.FormatFloat(math.Round(l.EffectiveRate*10)/10, 'f', -1, 64) + "/s now (no history of earlier changes is recorded)"},
+	during, err := limiter.LoadHistory(ctx, rd.tx, l.Name, end.Add(time.Microsecond), chartChanges)
+	if err != nil {
+		return out, err
 	}
+	i := 0
+	for i < len(during) && during[i].At.Before(start) {
+		i++
+	}
+	out.Truncated = i == 0 && len(during) == chartChanges
+	during = during[i:]
+
+	configured := l.Rate
+	if l.SettingsUpdatedAt.After(start) {
+		// The rate was set during or after the run: the one in force at
+		// start is the last `limit set` row before it, if any is kept.
+		configured = math.NaN()
+		if len(before) == 1 && before[0].Cause == limitSetCause {
+			configured = before[0].Rate
+		} else if rate, ok, err := configuredBefore(ctx, rd, l.Name, start); err != nil {
+			return out, err
+		} else if ok {
+			configured = rate
+		}
+	}
+	if len(before) == 0 && len(during) == 0 {
+		// Every change of the effective rate is recorded: without a row,
+		// the rate in force now held over the whole run.
+		out.Points = []limitPoint{{At: start, Effective: l.EffectiveRate, Estimate: math.NaN(), Configured: configured,
+			Cause: "effective " + fmtRate(l.EffectiveRate) + "/s, configured " + fmtRate(l.Rate) +
+				"/s: no change of limiter " + l.Name + " is recorded up to the run's end"}}
+		return out, nil
+	}
+	if len(before) == 1 {
+		c := before[0]
+		out.Points = append(out.Points, limitPoint{At: start, Effective: c.Rate, Estimate: estimateOf(c),
+			Configured: configured, Cause: "in force at the start (" + describeChange(c) + ")"})
+	} else {
+		out.Points = append(out.Points, limitPoint{At: start, Effective: math.NaN(), Estimate: math.NaN(),
+			Configured: configured, Cause: "configured " + fmtRate(configured) + "/s at the start"})
+	}
+	for _, c := range during {
+		if c.Cause == limitSetCause {
+			configured = c.Rate
+		}
+		out.Points = append(out.Points, limitPoint{At: c.At, Effective: c.Rate, Estimate: estimateOf(c),
+			Configured: configured, Cause: describeChange(c)})
+	}
+	return out, nil
+}
+
+// limitSetCause is the history's cause of an operator's `limit set`.
+const limitSetCause = "limit set"
+
+// configuredBefore returns the rate of limiter name's last `limit set` row
+// before t. The history's (limiter, recorded_at) index is walked backwards
+// from t; the consumers' own rows in between are at most the retention's.
+func configuredBefore(ctx context.Context, rd *reader, name string, t time.Time) (float64, bool, error) {
+	var rate float64
+	err := rd.QueryRow(ctx, `
+		SELECT rate FROM rate_limiter_history
+		 WHERE limiter = $1 AND recorded_at < $2 AND cause = $3
+		 ORDER BY recorded_at DESC LIMIT 1`, name, t, limitSetCause).Scan(&rate)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return 0, false, nil
+	}
+	if err != nil {
+		return 0, false, fmt.Errorf("read configured rate of limiter %s before %s: %w", name, fmtTime(t), err)
+	}
+	return rate, true, nil
+}
+
+func estimateOf(c limiter.Change) float64 {
+	if c.Estimate > 0 {
+		return c.Estimate
+	}
+	return math.NaN()
+}
+
+// describeChange is a history row as the chart's hover text.
+func describeChange(c limiter.Change) string {
+	s := fmtTime(c.At) + ": " + c.Cause + ", effective " + fmtRate(c.Rate) + "/s"
+	if c.Estimate > 0 {
+		s += ", estimate " + fmtRate(c.Estimate) + "/s"
+	}
+	if c.Detail != "" {
+		s += " — " + c.Detail
+	}
+	return s
+}
+
+// fmtRate writes a rate with at most one decimal.
+func fmtRate(r float64) string {
+	return strconv.FormatFloat(math.Round(r*10)/10, 'f', -1, 64)
 }
 
 // svgChart is a chart laid out for the page's inline SVG.
@@ -248,13 +359,16 @@ type svgChart struct {
 	Width, Height            int
 	Left, Right, Top, Bottom int
 	Calls, Throttles, Done   string // polyline points
-	Configured               string
-	Effective                []svgMark
-	Marks                    []svgMark // hover marks: throttles and limit changes
-	YTicks, XTicks           []svgTick
-	Sampled                  bool
-	Empty                    bool
-	Max                      float64
+	// Configured, Effective and Estimate are step lines (path data): each
+	// value holds from its change to the next.
+	Configured, Effective, Estimate string
+	Marks                           []svgMark // hover marks: throttles and limit changes
+	YTicks, XTicks                  []svgTick
+	Sampled                         bool
+	// Truncated is true when only the last limit changes were read.
+	Truncated bool
+	Empty     bool
+	Max       float64
 }
 
 type svgMark struct {
@@ -268,8 +382,8 @@ type svgTick struct {
 	Label string
 }
 
-func newSVGChart(tr traffic, limits []limitPoint) svgChart {
-	c := svgChart{Width: 900, Height: 280, Left: 56, Right: 40, Top: 16, Bottom: 36, Sampled: tr.Sampled}
+func newSVGChart(tr traffic, lim limits) svgChart {
+	c := svgChart{Width: 900, Height: 280, Left: 56, Right: 40, Top: 16, Bottom: 36, Sampled: tr.Sampled, Truncated: lim.Truncated}
 	if len(tr.Points) == 0 {
 		c.Empty = true
 		return c
@@ -282,9 +396,11 @@ func newSVGChart(tr traffic, limits []limitPoint) svgChart {
 	for _, p := range tr.Points {
 		top = max(top, p.Calls, p.Throttles, p.Done)
 	}
-	for _, l := range limits {
-		if !math.IsNaN(l.Configured) {
-			top = max(top, l.Configured)
+	for _, l := range lim.Points {
+		for _, v := range []float64{l.Configured, l.Effective, l.Estimate} {
+			if !math.IsNaN(v) {
+				top = max(top, v)
+			}
 		}
 	}
 	top = niceCeil(top * 1.05)
@@ -312,21 +428,62 @@ func newSVGChart(tr traffic, limits []limitPoint) svgChart {
 				Title: fmt.Sprintf("%s: %.1f 429s/s of %.1f calls/s", fmtTime(p.At), p.Throttles, p.Calls)})
 		}
 	}
-	var b strings.Builder
-	for i, l := range limits {
-		if math.IsNaN(l.Configured) {
+	// step draws one value of the limits as a step line that breaks where
+	// the value is unknown.
+	step := func(get func(limitPoint) float64) string {
+		var b strings.Builder
+		pen := false
+		for i, l := range lim.Points {
+			v := get(l)
+			if math.IsNaN(v) {
+				pen = false
+				continue
+			}
+			to := end
+			if i+1 < len(lim.Points) {
+				to = lim.Points[i+1].At
+			}
+			if pen {
+				fmt.Fprintf(&b, "V%.1f ", y(v))
+			} else {
+				fmt.Fprintf(&b, "M%.1f,%.1f ", x(l.At), y(v))
+			}
+			fmt.Fprintf(&b, "H%.1f ", x(to))
+			pen = true
+		}
+		return strings.TrimSpace(b.String())
+	}
+	c.Configured = step(func(l limitPoint) float64 { return l.Configured })
+	c.Effective = step(func(l limitPoint) float64 { return l.Effective })
+	c.Estimate = step(func(l limitPoint) float64 { return l.Estimate })
+	// One hover mark per change, but changes closer than markSpacing
+	// share the first one's mark: a limit hunted for hours changes more
+	// often than a chart has pixels, and every mark costs the page.
+	var marks []svgMark
+	merged := 0
+	flush := func() {
+		if merged > 0 {
+			marks[len(marks)-1].Title += fmt.Sprintf(" (and %d more changes within %.0f px; the Limits page lists them all)", merged, markSpacing)
+		}
+		merged = 0
+	}
+	for _, l := range lim.Points {
+		kind, v := "limit", l.Effective
+		if math.IsNaN(v) {
+			kind, v = "configured", l.Configured
+		}
+		if math.IsNaN(v) {
 			continue
 		}
-		fmt.Fprintf(&b, "%.1f,%.1f ", x(l.At), y(l.Configured))
-		if i+1 < len(limits) {
-			fmt.Fprintf(&b, "%.1f,%.1f ", x(limits[i+1].At), y(l.Configured))
+		if n := len(marks); n > 0 && x(l.At)-marks[n-1].X < markSpacing {
+			merged++
+			continue
 		}
-		c.Marks = append(c.Marks, svgMark{X: x(l.At), Y: y(l.Configured), Kind: "limit", Title: l.Cause})
-		if !math.IsNaN(l.Effective) {
-			c.Effective = append(c.Effective, svgMark{X: x(l.At), Y: y(l.Effective), Kind: "effective", Title: l.Cause})
-		}
+		flush()
+		marks = append(marks, svgMark{X: x(l.At), Y: y(v), Kind: kind, Title: l.Cause})
 	}
-	c.Configured = strings.TrimSpace(b.String())
+	flush()
+	c.Marks = append(c.Marks, marks...)
 	for i := 0; i <= 4; i++ {
 		v := top * float64(i) / 4
 		c.YTicks = append(c.YTicks, svgTick{X: float64(c.Left) - 6, Y: y(v), Label: strconv.FormatFloat(v, 'f', -1, 64)})

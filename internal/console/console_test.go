@@ -53,6 +53,13 @@ var t0 = time.Date(2026, 10, 25, 2, 0, 0, 0, time.UTC)
 
 func setup(t *testing.T, auth Auth) *testBundle {
 	t.Helper()
+	return setupDay(t, auth, fixtureDay)
+}
+
+// setupDay is setup with the payment file day, which must hold the six
+// transactions of fixtureDay (it may add columns such as provider).
+func setupDay(t *testing.T, auth Auth, day string) *testBundle {
+	t.Helper()
 	ctx := context.Background()
 	pool := pgtest.New(t)
 	q := queue.New(pool, queue.Config{})
@@ -62,7 +69,7 @@ func setup(t *testing.T, auth Auth) *testBundle {
 	}
 	d, _ := payments.ParseDate("2026-10-24")
 	res, err := enq.Enqueue(ctx, enqueue.Request{Date: d, Source: "/data/payments-2026-10-24.csv",
-		Open: func() (io.ReadCloser, error) { return io.NopCloser(strings.NewReader(fixtureDay)), nil }})
+		Open: func() (io.ReadCloser, error) { return io.NopCloser(strings.NewReader(day)), nil }})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -22,16 +22,19 @@ type filters struct {
 	Outcome string // mismatched (default), missing or all (both)
 	Field   string // a differing field: amount_minor, currency or status
 	Account string
-	Reason  string // dead letters: the reason
-	Min     *int64 // expected amount range, minor units
-	Max     *int64
-	After   string // keyset cursor: transaction id or message id
-	Format  string // "", csv or json
+	// Provider is a providers file's name, or "(default)" for the items
+	// that name none; empty: every provider.
+	Provider string
+	Reason   string // dead letters: the reason
+	Min      *int64 // expected amount range, minor units
+	Max      *int64
+	After    string // keyset cursor: transaction id or message id
+	Format   string // "", csv or json
 }
 
 func parseFilters(q url.Values) (filters, error) {
 	f := filters{Outcome: q.Get("outcome"), Field: q.Get("field"), Account: q.Get("account"),
-		Reason: q.Get("reason"), After: q.Get("after"), Format: q.Get("format")}
+		Provider: strings.TrimSpace(q.Get("provider")), Reason: q.Get("reason"), After: q.Get("after"), Format: q.Get("format")}
 	switch f.Outcome {
 	case "":
 		f.Outcome = "mismatched"
@@ -64,7 +67,7 @@ func parseFilters(q url.Values) (filters, error) {
 // Query is the filter's URL query without the cursor and format, with
 // extra pairs added.
 func (f filters) Query(extra ...string) string {
-	pairs := []string{"outcome", f.Outcome, "field", f.Field, "account", f.Account, "reason", f.Reason,
+	pairs := []string{"outcome", f.Outcome, "field", f.Field, "account", f.Account, "provider", f.Provider, "reason", f.Reason,
 		"min", int64Str(f.Min), "max", int64Str(f.Max)}
 	return queryString(append(pairs, extra...)...)
 }
@@ -74,6 +77,18 @@ func int64Str(p *int64) string {
 		return ""
 	}
 	return strconv.FormatInt(*p, 10)
+}
+
+// provider is the provider filter as a query argument: NULL for every
+// provider, the empty name for the default one.
+func (f filters) provider() *string {
+	switch f.Provider {
+	case "":
+		return nil
+	case defaultProvider:
+		return new("")
+	}
+	return &f.Provider
 }
 
 func (f filters) states() []string {
@@ -122,7 +137,7 @@ func findItems(ctx context.Context, rd *reader, runID uuid.UUID, f filters, wind
 	}
 	rows, err := rd.Query(ctx, `
 		WITH w AS MATERIALIZED (
-		    SELECT transaction_id, account_id, amount_minor, currency, status, state, attempts, throttles,
+		    SELECT transaction_id, account_id, provider, amount_minor, currency, status, state, attempts, throttles,
 		           last_http_status, last_reason, terminal_at, differences,
 		           provider_amount_minor, provider_currency, provider_status
 		      FROM items WHERE run_id = $1 AND transaction_id > $2
@@ -142,8 +157,9 @@ func findItems(ctx context.Context, rd *reader, runID uuid.UUID, f filters, wind
 		          AND ($6::bigint IS NULL OR amount_minor >= $6)
 		          AND ($7::bigint IS NULL OR amount_minor <= $7)
 		          AND ($8 = '' OR differences @> jsonb_build_array(jsonb_build_object('field', $8::text)))
+		          AND ($10::text IS NULL OR provider = $10)
 		        ORDER BY transaction_id LIMIT $9) h ON true`,
-		runID, f.After, windowArg, f.states(), f.Account, f.Min, f.Max, f.Field, pageArg)
+		runID, f.After, windowArg, f.states(), f.Account, f.Min, f.Max, f.Field, pageArg, f.provider())
 	if err != nil {
 		return nil, 0, "", fmt.Errorf("find items of run %s: %w", runID, err)
 	}
@@ -306,7 +322,8 @@ type deadLetterData struct {
 }
 
 // deadLetterQuery selects the dead letters of run $1 after message $2,
-// filtered by reason $3, account $4 and amount range $5..$6, with the
+// filtered by reason $3, account $4, amount range $5..$6 and provider $8
+// (the message's copy of the item's), with the
 // detail of their dead-lettering transition. The reason is the message's
 // (the consumer gives queue and ledger the same word), so the walk along
 // the queue's dead-letter index filters it without a join; the item and its
@@ -325,6 +342,7 @@ const deadLetterQuery = `
 	   AND ($4 = '' OR i.account_id = $4)
 	   AND ($5::bigint IS NULL OR i.amount_minor >= $5)
 	   AND ($6::bigint IS NULL OR i.amount_minor <= $6)
+	   AND ($8::text IS NULL OR m.provider = $8)
 	 ORDER BY m.message_id`
 
 func scanDeadLetter(row pgx.CollectableRow) (deadLetter, error) {
@@ -343,7 +361,7 @@ func loadDeadLetters(ctx context.Context, rd *reader, runID uuid.UUID, f filters
 	if limit > 0 {
 		lim = &limit
 	}
-	rows, err := rd.Query(ctx, deadLetterQuery+` LIMIT $7`, runID, after, f.Reason, f.Account, f.Min, f.Max, lim)
+	rows, err := rd.Query(ctx, deadLetterQuery+` LIMIT $7`, runID, after, f.Reason, f.Account, f.Min, f.Max, lim, f.provider())
 	if err != nil {
 		return nil, fmt.Errorf("read dead letters of run %s: %w", runID, err)
 	}

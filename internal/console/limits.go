@@ -12,22 +12,41 @@ import (
 
 type limitsData struct {
 	Limiters []limiterRow
+	// History is a page of the limiters' changes, newest first, of
+	// Limiter's only when it is set.
+	History []historyRow
+	Limiter string
+	// Next is the cursor of the history's next page; nil on the last.
+	Next *historyCursor
 }
 
 // limitsPage lists every limiter (one per provider) with its settings and
-// running state.
+// running state, and the history of their changes with who set a limit and
+// why; ?limiter=NAME shows one limiter's history, ?before= pages it.
 func (h *Handler) limitsPage(w http.ResponseWriter, r *http.Request, u User) error {
-	var d limitsData
-	err := h.read(r.Context(), h.cfg.StatementTimeout, func(rd *reader) error {
-		var err error
-		d.Limiters, err = loadLimiters(r.Context(), rd)
-		return err
-	})
+	d, err := h.loadLimitsData(r)
 	if err != nil {
 		return err
 	}
 	h.render(w, r, http.StatusOK, "limits", view{Title: "Limits", User: &u, Data: d})
 	return nil
+}
+
+func (h *Handler) loadLimitsData(r *http.Request) (limitsData, error) {
+	d := limitsData{Limiter: r.URL.Query().Get("limiter")}
+	before, err := parseHistoryCursor(r.URL.Query().Get("before"))
+	if err != nil {
+		return d, err
+	}
+	err = h.read(r.Context(), h.cfg.StatementTimeout, func(rd *reader) error {
+		var err error
+		if d.Limiters, err = loadLimiters(r.Context(), rd); err != nil {
+			return err
+		}
+		d.History, d.Next, err = loadHistory(r.Context(), rd, d.Limiter, before, h.cfg.PageSize)
+		return err
+	})
+	return d, err
 }
 
 // parseLimit reads rate and burst, each defaulting to the current setting.
@@ -104,12 +123,7 @@ func (h *Handler) limitSet(w http.ResponseWriter, r *http.Request, u User) error
 	}
 	h.cfg.Logger.Info("console action", "action", "limit_set", "user", u.Name, "limiter", name,
 		"rate", s.Rate, "burst", s.Burst, "previous_rate", cur.Rate, "previous_burst", cur.Burst, "note", note)
-	d := limitsData{}
-	err = h.read(r.Context(), h.cfg.StatementTimeout, func(rd *reader) error {
-		var err error
-		d.Limiters, err = loadLimiters(r.Context(), rd)
-		return err
-	})
+	d, err := h.loadLimitsData(r)
 	if err != nil {
 		return err
 	}

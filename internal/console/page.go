@@ -151,7 +151,8 @@ func (rd *reader) QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
 }
 
 // read runs fn in one read-only repeatable-read transaction (a consistent
-// snapshot for the whole page) whose statements time out after timeout.
+// snapshot for the whole page) whose statements time out after timeout and
+// are each planned for their arguments.
 func (h *Handler) read(ctx context.Context, timeout time.Duration, fn func(rd *reader) error) error {
 	stats := statsOf(ctx)
 	ctx, cancel := context.WithTimeout(ctx, timeout+time.Second)
@@ -160,7 +161,10 @@ func (h *Handler) read(ctx context.Context, timeout time.Duration, fn func(rd *r
 		func(tx pgx.Tx) error {
 			rd := &reader{tx: tx, stats: stats}
 			var s string
-			if err := rd.QueryRow(ctx, `SELECT set_config('statement_timeout', $1, true)`,
+			// Every statement is planned for its values: a generic plan of
+			// a cached statement cannot know that limiter = $1 is selective
+			// or that $1 IS NULL, and walks the wrong index.
+			if err := rd.QueryRow(ctx, `SELECT set_config('statement_timeout', $1, true) || set_config('plan_cache_mode', 'force_custom_plan', true)`,
 				strconv.FormatInt(timeout.Milliseconds(), 10)).Scan(&s); err != nil {
 				return fmt.Errorf("set statement timeout: %w", err)
 			}

@@ -42,8 +42,10 @@ type runData struct {
 	Limiters    []limiterRow
 	// Limiter is the limiter the chart shows (nil when it has no row).
 	Limiter *limiterRow
-	Traffic traffic
-	Chart   svgChart
+	// Breakdown is the run's outcomes by provider and amounts at stake.
+	Breakdown breakdown
+	Traffic   traffic
+	Chart     svgChart
 	// ETA is the estimated time to finish; zero when done or unknown.
 	ETA      time.Duration
 	ETABasis string
@@ -58,9 +60,6 @@ func (h *Handler) runPage(w http.ResponseWriter, r *http.Request, u User) error 
 	}
 	after := r.URL.Query().Get("accounts_after")
 	limiterName := r.URL.Query().Get("limiter")
-	if limiterName == "" {
-		limiterName = h.cfg.Limiter
-	}
 	d := runData{Now: h.cfg.Now()}
 	err = h.read(r.Context(), h.cfg.StatementTimeout, func(rd *reader) error {
 		var err error
@@ -75,34 +74,59 @@ func (h *Handler) runPage(w http.ResponseWriter, r *http.Request, u User) error 
 		if d.Accounts, d.NextAccount, err = loadAccounts(r.Context(), rd, id, after, h.cfg.PageSize); err != nil {
 			return err
 		}
+		bs, err := loadBreakdowns(r.Context(), rd, []uuid.UUID{id})
+		if err != nil {
+			return err
+		}
+		d.Breakdown = *bs[id]
 		if d.Limiters, err = loadLimiters(r.Context(), rd); err != nil {
 			return err
 		}
 		if d.Traffic, err = loadTraffic(r.Context(), rd, id); err != nil {
 			return err
 		}
-		return nil
+		d.Limiter = chartLimiter(d.Limiters, limiterName, h.cfg.Limiter, d.Breakdown.Providers)
+		if d.Run.Open > 0 && d.Now.After(d.Traffic.End) && !d.Traffic.End.IsZero() {
+			d.Traffic.End = d.Now
+		}
+		lim, err := loadLimits(r.Context(), rd, d.Limiter, d.Traffic.Start, d.Traffic.End)
+		d.Chart = newSVGChart(d.Traffic, lim)
+		return err
 	})
 	if err != nil {
 		return err
 	}
-	for i := range d.Limiters {
-		if d.Limiters[i].Name == limiterName {
-			d.Limiter = &d.Limiters[i]
-		}
-	}
-	end := d.Traffic.End
-	if d.Run.Open > 0 && d.Now.After(end) && !end.IsZero() {
-		end = d.Now
-		d.Traffic.End = end
-	}
-	d.Chart = newSVGChart(d.Traffic, loadLimits(d.Limiter, d.Traffic.Start, end))
 	d.ETA, d.ETABasis = estimate(d)
 	v := view{Title: d.Run.ReconciliationID, User: &u, Data: d}
 	if d.Run.Open > 0 {
 		v.Refresh = int(h.cfg.Refresh / time.Second)
 	}
 	h.render(w, r, http.StatusOK, "run", v)
+	return nil
+}
+
+// providerLimiterPrefix starts the limiter names of a providers file's
+// providers (provider:stripe); the default provider's is Config.Limiter.
+const providerLimiterPrefix = "provider:"
+
+// chartLimiter picks the limiter a run's chart shows: the one asked for,
+// else that of the run's first named provider, else fallback.
+func chartLimiter(ls []limiterRow, asked, fallback string, providers []providerOutcomes) *limiterRow {
+	name := asked
+	if name == "" {
+		name = fallback
+		for _, p := range providers {
+			if p.Provider != "" {
+				name = providerLimiterPrefix + p.Provider
+				break
+			}
+		}
+	}
+	for i := range ls {
+		if ls[i].Name == name {
+			return &ls[i]
+		}
+	}
 	return nil
 }
 

@@ -168,9 +168,11 @@ func parseRunsCursor(s string) (*runsCursor, error) {
 }
 
 type runsData struct {
-	Runs  []runRow
-	Total capped
-	Now   time.Time
+	Runs []runRow
+	// Breakdowns holds each listed run's amounts at stake.
+	Breakdowns map[uuid.UUID]*breakdown
+	Total      capped
+	Now        time.Time
 	// Next is the cursor of the next page; nil on the last.
 	Next *runsCursor
 	Date string
@@ -216,6 +218,13 @@ func (h *Handler) runsPage(w http.ResponseWriter, r *http.Request, u User) error
 			last := d.Runs[h.cfg.PageSize-1]
 			d.Runs = d.Runs[:h.cfg.PageSize]
 			d.Next = &runsCursor{Date: last.BusinessDate, Generation: last.Generation}
+		}
+		ids := make([]uuid.UUID, len(d.Runs))
+		for i, run := range d.Runs {
+			ids[i] = run.RunID
+		}
+		if d.Breakdowns, err = loadBreakdowns(r.Context(), rd, ids); err != nil {
+			return err
 		}
 		d.Total, err = countCapped(r.Context(), rd, `SELECT 1 FROM runs`, h.cfg.CountCap)
 		return err

@@ -97,20 +97,27 @@ func (s *itemSource) Values() ([]any, error) {
 func (s *itemSource) Err() error { return s.err }
 
 // InitCounters creates the completion bookkeeping of a run whose items have
-// just been inserted: one row per account and per shard.
+// just been inserted: one row per account, per shard, and per shard,
+// provider and currency (run_breakdown).
 func InitCounters(ctx context.Context, tx DB, runID uuid.UUID) error {
-	// One scan of the run's items counts both groupings.
+	// One scan of the run's items counts the three groupings; g.set tells
+	// them apart (GROUPING's bit is 1 for a column left out).
 	_, err := tx.Exec(ctx, `
 		WITH g AS (
-		    SELECT account_id, shard, count(*) AS n FROM items WHERE run_id = $1
-		     GROUP BY GROUPING SETS ((account_id), (shard))),
+		    SELECT GROUPING(account_id, shard, provider, currency) AS set, account_id, shard, provider, currency,
+		           count(*) AS n
+		      FROM items WHERE run_id = $1
+		     GROUP BY GROUPING SETS ((account_id), (shard), (shard, provider, currency))),
 		accounts AS (
 		    INSERT INTO account_progress (run_id, account_id, item_count, remaining)
-		    SELECT $1, account_id, n, n FROM g WHERE account_id IS NOT NULL)
+		    SELECT $1, account_id, n, n FROM g WHERE set = 7),
+		breakdown AS (
+		    INSERT INTO run_breakdown (run_id, shard, provider, currency, item_count)
+		    SELECT $1, shard, provider, currency, n FROM g WHERE set = 8)
 		INSERT INTO run_shards (run_id, shard, remaining)
 		SELECT $1, s, coalesce(g.n, 0)
 		  FROM generate_series(0, $2 - 1) s
-		  LEFT JOIN g ON g.shard = s AND g.account_id IS NULL`, runID, Shards)
+		  LEFT JOIN g ON g.shard = s AND g.set = 11`, runID, Shards)
 	if err != nil {
 		return fmt.Errorf("initialise completion counters of run %s: %w", runID, err)
 	}

@@ -35,10 +35,11 @@ func seedRun(t testing.TB, pool *pgxpool.Pool, n, accounts int) uuid.UUID {
 		for i := range rows {
 			id := fmt.Sprintf("tx%05d", i)
 			rows[i] = []any{runID, id, fmt.Sprintf("acc%03d", i%accounts), "k:" + runID.String() + ":" + id,
-				int64(100 + i), "EUR", "succeeded", mustTime(t), ledger.ShardOf(id)}
+				int64(100 + i), []string{"EUR", "USD", "JPY"}[i%3], "succeeded", mustTime(t), ledger.ShardOf(id),
+				[]string{"", "stripe"}[i/3%2]}
 		}
 		if _, err := tx.CopyFrom(ctx, pgx.Identifier{"items"},
-			[]string{"run_id", "transaction_id", "account_id", "idempotency_key", "amount_minor", "currency", "status", "occurred_at", "shard"},
+			[]string{"run_id", "transaction_id", "account_id", "idempotency_key", "amount_minor", "currency", "status", "occurred_at", "shard", "provider"},
 			pgx.CopyFromRows(rows)); err != nil {
 			return err
 		}
@@ -231,6 +232,7 @@ func assertCompletionTotals(t *testing.T, pool *pgxpool.Pool, runID uuid.UUID, a
 	if wrong != 0 {
 		t.Errorf("%d account completions disagree with a direct count", wrong)
 	}
+	assertBreakdown(t, pool, runID)
 	var completedAt, firstCompletedAt *string
 	if err := pool.QueryRow(ctx, `SELECT completed_at::text, first_completed_at::text FROM runs WHERE run_id = $1`, runID).
 		Scan(&completedAt, &firstCompletedAt); err != nil {
@@ -238,6 +240,35 @@ func assertCompletionTotals(t *testing.T, pool *pgxpool.Pool, runID uuid.UUID, a
 	}
 	if completedAt == nil || firstCompletedAt == nil {
 		t.Errorf("runs.completed_at = %v, first_completed_at = %v after completion, want both set", completedAt, firstCompletedAt)
+	}
+}
+
+// assertBreakdown compares a run's run_breakdown rows with its items
+// counted directly, by shard, provider and currency.
+func assertBreakdown(t *testing.T, pool *pgxpool.Pool, runID uuid.UUID) {
+	t.Helper()
+	const cols = `shard, provider, currency, item_count, mismatched, missing, dead_lettered, cancelled,
+	              mismatched_minor, missing_minor, dead_lettered_minor`
+	var wrong, rows int
+	if err := pool.QueryRow(context.Background(), `
+		WITH direct AS (
+		    SELECT shard, provider, currency, count(*)::int AS item_count,
+		           count(*) FILTER (WHERE state = 'mismatched')::int AS mismatched,
+		           count(*) FILTER (WHERE state = 'missing')::int AS missing,
+		           count(*) FILTER (WHERE state = 'dead_lettered')::int AS dead_lettered,
+		           count(*) FILTER (WHERE state = 'cancelled')::int AS cancelled,
+		           coalesce(sum(amount_minor) FILTER (WHERE state = 'mismatched'), 0)::bigint AS mismatched_minor,
+		           coalesce(sum(amount_minor) FILTER (WHERE state = 'missing'), 0)::bigint AS missing_minor,
+		           coalesce(sum(amount_minor) FILTER (WHERE state = 'dead_lettered'), 0)::bigint AS dead_lettered_minor
+		      FROM items WHERE run_id = $1 GROUP BY shard, provider, currency),
+		kept AS (SELECT `+cols+` FROM run_breakdown WHERE run_id = $1)
+		SELECT (SELECT count(*) FROM ((SELECT * FROM direct EXCEPT SELECT * FROM kept)
+		                              UNION ALL (SELECT * FROM kept EXCEPT SELECT * FROM direct)) d),
+		       (SELECT count(*) FROM kept)`, runID).Scan(&wrong, &rows); err != nil {
+		t.Fatal(err)
+	}
+	if wrong != 0 || rows == 0 {
+		t.Errorf("run_breakdown of run %s: %d rows, %d differ from the items counted directly", runID, rows, wrong)
 	}
 }
 

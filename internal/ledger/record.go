@@ -106,7 +106,11 @@ func RecordBatch(ctx context.Context, tx DB, cs []Change) (Result, error) {
 		b.Queue(lockAccounts, a.closingRuns, a.closingIDs)
 		b.Queue(lockShards, a.closingRuns, a.closingIDs)
 	}
-	b.Queue(changeItems, a.changeArgs())
+	if a.unmatched {
+		b.Queue(changeItemsUnmatched, a.changeArgs())
+	} else {
+		b.Queue(changeItems, a.changeArgs())
+	}
 	a.queueTransitions(b)
 	var changed []changedRow
 	err := func() error {
@@ -205,6 +209,9 @@ type changeArrays struct {
 	// The terminal changes, whose counters are counted down.
 	closingRuns []uuid.UUID
 	closingIDs  []string
+	// unmatched is true when a change closes an item otherwise than
+	// matched: the batch updates run_breakdown too.
+	unmatched bool
 }
 
 func (a *changeArrays) add(c Change) error {
@@ -243,6 +250,7 @@ func (a *changeArrays) add(c Change) error {
 	a.details = append(a.details, details)
 	a.actor = append(a.actor, c.Actor)
 	if c.To.Terminal() {
+		a.unmatched = a.unmatched || c.To != Matched
 		a.closingRuns = append(a.closingRuns, c.RunID)
 		a.closingIDs = append(a.closingIDs, c.TransactionID)
 	}
@@ -324,7 +332,35 @@ const (
 // throttles. It returns one 'item' row per item changed, one 'account' row
 // per account counter it emptied and one 'run' row per run with a shard
 // counter it emptied. Its state lists are built from [TerminalStates] once.
-var changeItems = `
+// changeItemsUnmatched does the same and also adds the items that did not
+// match, with their amounts, to the row of their shard, provider and
+// currency in run_breakdown; a batch uses it only when one of its changes
+// closes an item otherwise than matched, so that a batch of matches (most
+// of them) pays nothing for the breakdown.
+var (
+	changeItems          = changeItemsSQL(false)
+	changeItemsUnmatched = changeItemsSQL(true)
+)
+
+func changeItemsSQL(unmatchedRows bool) string {
+	breakdown, returning := "", ""
+	if unmatchedRows {
+		returning = ", i.provider, i.currency, i.amount_minor"
+		breakdown = `,
+		breakdown AS (
+		    UPDATE run_breakdown p SET
+		        ` + perState(unmatched(), `%s = p.%s + f.%s`, `, `) + `,
+		        ` + perState(atStake(), `%s_minor = p.%s_minor + f.%s_minor`, `,
+		        `) + `
+		      FROM (SELECT run_id, shard, provider, currency,
+		                   ` + perState(unmatched(), `count(*) FILTER (WHERE state = '%s') AS %s`, `, `) + `,
+		                   ` + perState(atStake(), `coalesce(sum(amount_minor) FILTER (WHERE state = '%s'), 0) AS %s_minor`, `,
+		                   `) + `
+		              FROM closed WHERE state <> ` + Matched.literal() + `
+		             GROUP BY run_id, shard, provider, currency) f
+		     WHERE p.run_id = f.run_id AND p.shard = f.shard AND p.provider = f.provider AND p.currency = f.currency)`
+	}
+	return `
 		WITH c AS (
 		    SELECT u.run_id, u.transaction_id, u.from_state, u.to_state, u.called, u.throttled,
 		           coalesce(u.at, now()) AS at, u.answered, u.amount, u.currency, u.status, u.diffs,
@@ -351,7 +387,7 @@ var changeItems = `
 		        terminal_at = CASE WHEN c.to_state IN ` + sqlList(TerminalStates()) + ` THEN c.at END
 		      FROM c
 		     WHERE i.run_id = c.run_id AND i.transaction_id = c.transaction_id AND i.state = c.from_state
-		    RETURNING i.run_id, i.transaction_id, i.account_id, i.shard, i.state, i.attempts, i.throttles),
+		    RETURNING i.run_id, i.transaction_id, i.account_id, i.shard, i.state, i.attempts, i.throttles` + returning + `),
 		closed AS (SELECT * FROM changed WHERE state IN ` + sqlList(TerminalStates()) + `),
 		accounts AS (
 		    UPDATE account_progress p SET ` + addTotals() + `
@@ -362,12 +398,13 @@ var changeItems = `
 		    UPDATE run_shards p SET ` + addTotals() + `
 		      FROM (SELECT run_id, shard, ` + closedTotals() + ` FROM closed GROUP BY run_id, shard) f
 		     WHERE p.run_id = f.run_id AND p.shard = f.shard
-		    RETURNING p.run_id, p.remaining)
+		    RETURNING p.run_id, p.remaining)` + breakdown + `
 		SELECT 'item', run_id, transaction_id, account_id FROM changed
 		UNION ALL
 		SELECT 'account', run_id, '', account_id FROM accounts WHERE remaining = 0
 		UNION ALL
 		SELECT DISTINCT 'run', run_id, '', '' FROM shards WHERE remaining = 0`
+}
 
 // closedTotals sums closed items per group: n, one count per terminal
 // state, calls and throttles.

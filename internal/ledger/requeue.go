@@ -21,11 +21,14 @@ func Requeue(ctx context.Context, tx DB, runID uuid.UUID, transactionIDs []strin
 		return nil, fmt.Errorf("requeue items of run %s: %w", runID, err)
 	}
 	type reopened struct {
-		ID        string
-		Account   string
-		Shard     int16
-		Attempts  int32
-		Throttles int32
+		ID          string
+		Account     string
+		Shard       int16
+		Provider    string
+		Currency    string
+		AmountMinor int64
+		Attempts    int32
+		Throttles   int32
 	}
 	items, err := pgx.CollectRows(rows, pgx.RowToStructByPos[reopened])
 	if err != nil {
@@ -39,8 +42,12 @@ func Requeue(ctx context.Context, tx DB, runID uuid.UUID, transactionIDs []strin
 	shards := make([]int16, len(items))
 	attempts := make([]int32, len(items))
 	throttles := make([]int32, len(items))
+	providers := make([]string, len(items))
+	currencies := make([]string, len(items))
+	amounts := make([]int64, len(items))
 	for i, r := range items {
 		ids[i], accounts[i], shards[i], attempts[i], throttles[i] = r.ID, r.Account, r.Shard, r.Attempts, r.Throttles
+		providers[i], currencies[i], amounts[i] = r.Provider, r.Currency, r.AmountMinor
 	}
 	var a changeArrays
 	for _, id := range ids {
@@ -59,6 +66,12 @@ func Requeue(ctx context.Context, tx DB, runID uuid.UUID, transactionIDs []strin
 	           FROM (SELECT g, count(*) AS n, sum(calls) AS calls, sum(throttles) AS throttles
 	                   FROM unnest($2::smallint[], $3::int[], $4::int[]) AS u(g, calls, throttles) GROUP BY g) r
 	          WHERE p.run_id = $1 AND p.shard = r.g`, runID, shards, attempts, throttles)
+	b.Queue(`UPDATE run_breakdown p SET dead_lettered = p.dead_lettered - r.n, dead_lettered_minor = p.dead_lettered_minor - r.amount
+	           FROM (SELECT s, pr, cu, count(*) AS n, sum(amount) AS amount
+	                   FROM unnest($2::smallint[], $3::text[], $4::text[], $5::bigint[]) AS u(s, pr, cu, amount)
+	                  GROUP BY s, pr, cu) r
+	          WHERE p.run_id = $1 AND p.shard = r.s AND p.provider = r.pr AND p.currency = r.cu`,
+		runID, shards, providers, currencies, amounts)
 	b.Queue(`UPDATE runs SET completed_at = NULL WHERE run_id = $1`, runID)
 	if err := tx.SendBatch(ctx, b).Close(); err != nil {
 		return nil, fmt.Errorf("record requeue of %d items in run %s: %w", len(ids), runID, err)
@@ -71,7 +84,7 @@ var requeueItems = `
 		UPDATE items SET state = ` + Queued.literal() + `, terminal_at = NULL, first_attempt_at = NULL,
 		       last_reason = $3, updated_at = coalesce($4, now())
 		 WHERE run_id = $1 AND transaction_id = ANY($2) AND state = ` + DeadLettered.literal() + `
-		RETURNING transaction_id, account_id, shard, attempts, throttles`
+		RETURNING transaction_id, account_id, shard, provider, currency, amount_minor, attempts, throttles`
 
 // reopen takes requeued dead letters out of a counter row's totals: only
 // dead letters are requeued, so only the dead_lettered column goes down.

@@ -82,5 +82,24 @@ func perTerminal(format, sep string) string {
 	return strings.Join(parts, sep)
 }
 
+// unmatched lists the terminal states run_breakdown counts: all but
+// matched, the outcome of most items, so that recording a match costs no
+// breakdown row.
+func unmatched() []State { return []State{Mismatched, Missing, DeadLettered, Cancelled} }
+
+// atStake lists the outcomes whose expected amounts run_breakdown sums:
+// the items that did not match, cancelled ones aside.
+func atStake() []State { return []State{Mismatched, Missing, DeadLettered} }
+
+// perState formats format once per state of states, each %s replaced by
+// the state's name, and joins the results with sep.
+func perState(states []State, format, sep string) string {
+	parts := make([]string, 0, len(states))
+	for _, s := range states {
+		parts = append(parts, strings.ReplaceAll(format, "%s", string(s)))
+	}
+	return strings.Join(parts, sep)
+}
+
 // literal renders s as an SQL string literal.
 func (s State) literal() string { return "'" + string(s) + "'" }
