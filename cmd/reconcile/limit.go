@@ -67,7 +67,14 @@ func cmdLimitShow(ctx context.Context, e *env, args []string) error {
 			PenaltyUntil      *time.Time `json:"penalty_until"`
 			Throttles         int64      `json:"throttles"`
 			SettingsUpdatedAt *time.Time `json:"settings_updated_at"`
-		}{Name: s.Name, Stored: s.Stored, Rate: s.Rate, Burst: s.Burst, EffectiveRate: s.EffectiveRate, Throttles: s.Throttles}
+			ExpiresAt         *time.Time `json:"expires_at"`
+			RestoreRate       float64    `json:"restore_rate,omitempty"`
+			RestoreBurst      int        `json:"restore_burst,omitempty"`
+		}{Name: s.Name, Stored: s.Stored, Rate: s.Rate, Burst: s.Burst, EffectiveRate: s.EffectiveRate, Throttles: s.Throttles,
+			RestoreRate: s.Restore.Rate, RestoreBurst: s.Restore.Burst}
+		if !s.ExpiresAt.IsZero() {
+			out.ExpiresAt = &s.ExpiresAt
+		}
 		if !s.PenaltyUntil.IsZero() {
 			out.PenaltyUntil = &s.PenaltyUntil
 		}
@@ -82,6 +89,9 @@ func cmdLimitShow(ctx context.Context, e *env, args []string) error {
 	if s.Stored {
 		fmt.Fprintf(e.stdout, "rate:           %g/s\nburst:          %d\n", s.Rate, s.Burst)
 		fmt.Fprintf(e.stdout, "set at:         %s\n", s.SettingsUpdatedAt.Format(time.RFC3339))
+		if !s.ExpiresAt.IsZero() {
+			fmt.Fprintf(e.stdout, "until:          %s, then rate %g/s, burst %d\n", s.ExpiresAt.Format(time.RFC3339), s.Restore.Rate, s.Restore.Burst)
+		}
 	} else {
 		fmt.Fprintf(e.stdout, "rate:           %g/s (default)\nburst:          %d (default)\n", s.Rate, s.Burst)
 	}
@@ -105,6 +115,7 @@ func cmdLimitSet(ctx context.Context, e *env, args []string) error {
 	rate := fs.Float64("rate", 0, "requests per second, > 0")
 	burst := fs.Int("burst", 0, "requests allowed at once after an idle period, >= 1")
 	reason := fs.String("reason", "", "why, recorded with the change in the limiter's history")
+	forDur := fs.Duration("for", 0, "keep the new limit this long (e.g. 2h), then restore the one in force before it; 0: until changed")
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
@@ -121,6 +132,9 @@ func cmdLimitSet(ctx context.Context, e *env, args []string) error {
 	}
 	if set["burst"] && *burst < 1 {
 		return usageErrorf("limit set: --burst %d: want at least 1", *burst)
+	}
+	if *forDur < 0 {
+		return usageErrorf("limit set: --for %s: want a positive duration such as 2h", *forDur)
 	}
 	if *name == "" {
 		return usageErrorf("limit set: --name: must not be empty")
@@ -140,10 +154,14 @@ func cmdLimitSet(ctx context.Context, e *env, args []string) error {
 	if set["burst"] {
 		s.Burst = *burst
 	}
-	if err := limiter.SaveSettings(ctx, pool, *name, s, limiter.SetBy{Actor: actorName(), Reason: *reason}); err != nil {
+	if err := limiter.SaveSettings(ctx, pool, *name, s, limiter.SetBy{Actor: actorName(), Reason: *reason, For: *forDur}); err != nil {
 		return err
 	}
-	fmt.Fprintf(e.stdout, "limiter %s: rate %g/s, burst %d\n", *name, s.Rate, s.Burst)
+	fmt.Fprintf(e.stdout, "limiter %s: rate %g/s, burst %d", *name, s.Rate, s.Burst)
+	if *forDur > 0 {
+		fmt.Fprintf(e.stdout, " for %s, then back to what it was (a running consumer restores it)", *forDur)
+	}
+	fmt.Fprintln(e.stdout)
 	return nil
 }
 

@@ -44,4 +44,19 @@ func TestLimitSetRecordsWhoAndWhy(t *testing.T) {
 	if cause != "limit set" || rate != 20 || !strings.HasPrefix(actor, me.Username+"@") || reason != "provider halved our quota" {
 		t.Errorf("history row: cause %q, rate %g, actor %q, reason %q", cause, rate, actor, reason)
 	}
+	// For a while: limit show says until when and what comes back.
+	out.Reset()
+	if err := run(ctx, []string{"limit", "set", "--rate", "5", "--for", "30m"}, e.getenv, e.stdin, e.stdout, e.stderr); err != nil {
+		t.Fatal(err)
+	}
+	if err := run(ctx, []string{"limit", "show"}, e.getenv, e.stdin, e.stdout, e.stderr); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(out.String(), "for 30m0s, then back to what it was") || !strings.Contains(out.String(), "then rate 20/s, burst 4") {
+		t.Errorf("limit set --for and limit show printed:\n%s", out.String())
+	}
+	err = run(ctx, []string{"limit", "set", "--rate", "5", "--for", "-1m"}, e.getenv, e.stdin, e.stdout, e.stderr)
+	if code := exitCode(err, &strings.Builder{}); code != 2 {
+		t.Errorf("limit set --for -1m: exit %d (%v), want 2", code, err)
+	}
 }

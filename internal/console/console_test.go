@@ -20,6 +20,7 @@ import (
 
 	"github.com/reconcile/reconcile/internal/enqueue"
 	"github.com/reconcile/reconcile/internal/ledger"
+	"github.com/reconcile/reconcile/internal/limiter"
 	"github.com/reconcile/reconcile/internal/payments"
 	"github.com/reconcile/reconcile/internal/pgtest"
 	"github.com/reconcile/reconcile/internal/queue"
@@ -294,6 +295,41 @@ func TestOperatorCancelsARun(t *testing.T) {
 	}
 	if actor != "alice@console" || detail != "wrong export" || !completed {
 		t.Errorf("cancel recorded by %q with detail %q, run completed %v; want alice@console, the reason, completed", actor, detail, completed)
+	}
+}
+
+// TestOperatorSetsALimitForAWhile previews and sets a limit for an hour: the
+// preview says so, the limiter keeps the settings to return to, and the
+// history names the user and the reason.
+func TestOperatorSetsALimitForAWhile(t *testing.T) {
+	t.Parallel()
+	b := setup(t, htpasswd(t))
+	alice := b.login(t, "alice")
+	w := b.do(t, "GET", "/limits/provider/set?rate=7&burst=2&for=1h", alice, nil)
+	wantStatus(t, w, http.StatusOK, "preview")
+	if !strings.Contains(w.Body.String(), "For 1h0m0s only") {
+		t.Errorf("preview does not say the limit lasts an hour:\n%s", w.Body)
+	}
+	w = b.do(t, "GET", "/limits/provider/set?rate=7&for=-1h", alice, nil)
+	wantStatus(t, w, http.StatusBadRequest, "preview with a negative for")
+	same := []string{"Origin", "http://console.test", "Sec-Fetch-Site", "same-origin"}
+	w = b.do(t, "POST", "/limits/provider", alice, url.Values{"rate": {"7"}, "burst": {"2"}, "for": {"1h"},
+		"note": {"provider incident"}}, same...)
+	wantStatus(t, w, http.StatusOK, "limit set")
+	st, err := limiter.LoadState(context.Background(), b.pool, "provider")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.Settings != (limiter.Settings{Rate: 7, Burst: 2}) || st.ExpiresAt.IsZero() {
+		t.Fatalf("after the console's limit set: %+v", st)
+	}
+	var actor, reason string
+	if err := b.pool.QueryRow(context.Background(), `SELECT actor, reason FROM rate_limiter_history
+		WHERE limiter = 'provider' ORDER BY id DESC LIMIT 1`).Scan(&actor, &reason); err != nil {
+		t.Fatal(err)
+	}
+	if actor != "alice@console" || reason != "provider incident" {
+		t.Errorf("history names %q for %q", actor, reason)
 	}
 }
 

@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"net/url"
 	"strconv"
+	"time"
 
 	"github.com/reconcile/reconcile/internal/limiter"
 )
@@ -50,6 +51,20 @@ func (h *Handler) loadLimitsData(r *http.Request) (limitsData, error) {
 }
 
 // parseLimit reads rate and burst, each defaulting to the current setting.
+// parseFor reads the optional for= of a limit change: how long the new limit
+// lasts before the one in force before it comes back (empty: until changed).
+func parseFor(v url.Values) (time.Duration, error) {
+	raw := v.Get("for")
+	if raw == "" {
+		return 0, nil
+	}
+	d, err := time.ParseDuration(raw)
+	if err != nil || d <= 0 {
+		return 0, badRequest("for=%q: want a positive duration such as 2h or 30m", raw)
+	}
+	return d, nil
+}
+
 func parseLimit(v url.Values, cur limiter.Settings) (limiter.Settings, error) {
 	s := cur
 	if raw := v.Get("rate"); raw != "" {
@@ -86,12 +101,22 @@ func (h *Handler) limitPreview(w http.ResponseWriter, r *http.Request, u User) e
 			Throttles: cur.Throttles, SettingsUpdatedAt: cur.SettingsUpdatedAt}
 		d.Rate, d.Burst = s.Rate, s.Burst
 		d.Hidden = url.Values{"rate": {strconv.FormatFloat(s.Rate, 'f', -1, 64)}, "burst": {strconv.Itoa(s.Burst)}}
+		lasts, err := parseFor(r.URL.Query())
+		if err != nil {
+			return err
+		}
+		until := ""
+		if lasts > 0 {
+			d.Hidden.Set("for", lasts.String())
+			until = fmt.Sprintf(" For %s only: then the limit in force before it comes back by itself.", lasts)
+		}
 		d.Detail = fmt.Sprintf("Limiter %s goes from %s/s (burst %d) to %s/s (burst %d); running consumers apply it within a second and the adaptive rate restarts at the new rate.",
 			name, strconv.FormatFloat(cur.Rate, 'f', -1, 64), cur.Burst, strconv.FormatFloat(s.Rate, 'f', -1, 64), s.Burst)
 		if !cur.Stored {
 			d.Detail = fmt.Sprintf("Limiter %s has no row yet; it is created at %s/s (burst %d).", name,
 				strconv.FormatFloat(s.Rate, 'f', -1, 64), s.Burst)
 		}
+		d.Detail += until
 		return nil
 	})
 	if err != nil {
@@ -118,11 +143,15 @@ func (h *Handler) limitSet(w http.ResponseWriter, r *http.Request, u User) error
 	if err != nil {
 		return err
 	}
-	if err := limiter.SaveSettings(r.Context(), h.cfg.Pool, name, s, limiter.SetBy{Actor: u.Actor(), Reason: note}); err != nil {
+	lasts, err := parseFor(r.PostForm)
+	if err != nil {
+		return err
+	}
+	if err := limiter.SaveSettings(r.Context(), h.cfg.Pool, name, s, limiter.SetBy{Actor: u.Actor(), Reason: note, For: lasts}); err != nil {
 		return err
 	}
 	h.cfg.Logger.Info("console action", "action", "limit_set", "user", u.Name, "limiter", name,
-		"rate", s.Rate, "burst", s.Burst, "previous_rate", cur.Rate, "previous_burst", cur.Burst, "note", note)
+		"rate", s.Rate, "burst", s.Burst, "for", lasts, "previous_rate", cur.Rate, "previous_burst", cur.Burst, "note", note)
 	d, err := h.loadLimitsData(r)
 	if err != nil {
 		return err

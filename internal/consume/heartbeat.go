@@ -8,11 +8,12 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/reconcile/reconcile/internal/limiter"
 )
 
 // HeartbeatEvery is how often a running consumer refreshes its row in the
 // consumers table, by which `reconcile status` tells a run nobody works on
-// from a slow one.
+// from a slow one, and restores the limits set for a while that expired.
 const HeartbeatEvery = 5 * time.Second
 
 // heartbeat upserts this process's row in consumers at once and then every
@@ -25,6 +26,13 @@ func (c *Consumer) heartbeat(ctx context.Context) {
 		host = c.cfg.Actor[:i]
 	}
 	beat := func() {
+		// A limit set for a while comes back on time while any consumer
+		// runs; only one of them restores it.
+		if n, err := limiter.ExpireSettings(ctx, c.pool); err != nil && ctx.Err() == nil {
+			c.cfg.Logger.Debug("expired limits not restored", "err", err)
+		} else if n > 0 {
+			c.cfg.Logger.Info("a limit set for a while expired; the settings before it are back", "limiters", n)
+		}
 		if _, err := c.pool.Exec(ctx, `
 			INSERT INTO consumers (consumer_id, host, pid, started_at, last_seen) VALUES ($1, $2, $3, now(), now())
 			ON CONFLICT (consumer_id) DO UPDATE SET last_seen = now()`, c.cfg.Actor, host, os.Getpid()); err != nil && ctx.Err() == nil {

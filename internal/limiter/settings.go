@@ -62,12 +62,17 @@ func LoadSettings(ctx context.Context, db DB, name string) (Settings, error) {
 	return s, nil
 }
 
-// SetBy says who changes a limiter's settings and why, for its history.
+// SetBy says who changes a limiter's settings and why, for its history,
+// and for how long.
 type SetBy struct {
 	// Actor names the person or process: user@host, user@console.
 	Actor string
 	// Reason is why, in their words; may be empty.
 	Reason string
+	// For, when positive, makes the settings temporary: after this long the
+	// settings in force before them come back (see [ExpireSettings]).
+	// Defaults to 0: they stay until changed.
+	For time.Duration
 }
 
 // SaveSettings sets the rate and burst of limiter name in one statement,
@@ -75,27 +80,74 @@ type SetBy struct {
 // within a second. The adaptive rate restarts at the new rate: the operator
 // has said what the provider allows. Tokens above the new burst are dropped.
 // The change is recorded in the limiter's history.
+//
+// With by.For set the settings are temporary: the ones in force before them
+// (the defaults for a new row) are kept to be restored then, and a second
+// temporary change keeps the same ones to return to. Settings without For
+// cancel a pending restore.
 func SaveSettings(ctx context.Context, db DB, name string, s Settings, by SetBy) error {
 	if err := s.Validate(); err != nil {
 		return fmt.Errorf("save settings of limiter %s: %w", name, err)
 	}
+	if by.For < 0 {
+		return fmt.Errorf("save settings of limiter %s: For %s: want a positive duration or 0", name, by.For)
+	}
+	var forUS *int64
+	detail := "rate %s/s, burst %s set"
+	if by.For > 0 {
+		forUS = new(by.For.Microseconds())
+		detail = "rate %s/s, burst %s set until %s"
+	}
 	_, err := db.Exec(ctx, `
 		WITH saved AS (
-		    INSERT INTO rate_limiters AS r (name, rate, burst, effective_rate, tokens)
-		    VALUES ($1::text, $2::float8, $3::int, $2::float8, $3::int)
+		    INSERT INTO rate_limiters AS r (name, rate, burst, effective_rate, tokens,
+		                                    settings_expire_at, restore_rate, restore_burst)
+		    VALUES (@name, @rate::float8, @burst::int, @rate::float8, @burst::int,
+		            now() + @for_us::bigint * interval '1 microsecond',
+		            CASE WHEN @for_us::bigint IS NOT NULL THEN @default_rate::float8 END,
+		            CASE WHEN @for_us::bigint IS NOT NULL THEN @default_burst::int END)
 		    ON CONFLICT (name) DO UPDATE
 		       SET rate = excluded.rate, burst = excluded.burst, effective_rate = excluded.rate,
-		           tokens = least(r.tokens, excluded.burst), settings_updated_at = now()
-		    RETURNING name, rate
+		           tokens = least(r.tokens, excluded.burst), settings_updated_at = now(),
+		           settings_expire_at = excluded.settings_expire_at,
+		           restore_rate = CASE WHEN @for_us::bigint IS NOT NULL THEN coalesce(r.restore_rate, r.rate) END,
+		           restore_burst = CASE WHEN @for_us::bigint IS NOT NULL THEN coalesce(r.restore_burst, r.burst) END
+		    RETURNING name, rate, settings_expire_at
 		)
 		INSERT INTO rate_limiter_history (limiter, cause, rate, detail, actor, reason)
-		SELECT name, 'limit set', rate, format('rate %s/s, burst %s set', rate, $3::int), $4::text, nullif($5::text, '')
+		SELECT name, 'limit set', rate, format(@detail::text, rate, @burst::int, settings_expire_at), @actor::text,
+		       nullif(@reason::text, '')
 		  FROM saved`,
-		name, s.Rate, s.Burst, by.Actor, by.Reason)
+		pgx.StrictNamedArgs{"name": name, "rate": s.Rate, "burst": s.Burst, "for_us": forUS,
+			"default_rate": DefaultRate, "default_burst": DefaultBurst, "detail": detail,
+			"actor": by.Actor, "reason": by.Reason})
 	if err != nil {
 		return fmt.Errorf("save settings of limiter %s: %w", name, err)
 	}
 	return nil
+}
+
+// ExpireSettings restores the settings of every limiter whose temporary
+// ones (SetBy.For) have expired, records each restore in the history, and
+// returns how many it restored. Running consumers call it every few
+// seconds; whichever gets there first restores, the others find nothing.
+func ExpireSettings(ctx context.Context, db DB) (int, error) {
+	tag, err := db.Exec(ctx, `
+		WITH due AS (
+		    UPDATE rate_limiters r
+		       SET rate = r.restore_rate, burst = r.restore_burst, effective_rate = r.restore_rate,
+		           tokens = least(r.tokens, r.restore_burst), settings_updated_at = now(),
+		           settings_expire_at = NULL, restore_rate = NULL, restore_burst = NULL
+		     WHERE r.settings_expire_at <= now()
+		    RETURNING r.name, r.rate, r.burst)
+		INSERT INTO rate_limiter_history (limiter, cause, rate, detail, actor, reason)
+		SELECT name, 'limit set', rate, format('rate %s/s, burst %s restored: the temporary limit expired', rate, burst),
+		       'reconcile', 'expiry of a limit set for a while'
+		  FROM due`)
+	if err != nil {
+		return 0, fmt.Errorf("restore expired limiter settings: %w", err)
+	}
+	return int(tag.RowsAffected()), nil
 }
 
 // State is a limiter's row as stored: its settings and its running state.
@@ -114,17 +166,25 @@ type State struct {
 	Throttles int64
 	// SettingsUpdatedAt is when rate and burst were last set.
 	SettingsUpdatedAt time.Time
+	// ExpiresAt, when not zero, is when the settings give way to Restore.
+	ExpiresAt time.Time
+	// Restore is what comes back at ExpiresAt.
+	Restore Settings
 }
 
 // LoadState reads the row of limiter name. Without a row it returns the
 // defaults with Stored false.
 func LoadState(ctx context.Context, db DB, name string) (State, error) {
 	s := State{Name: name, Stored: true}
-	var penalty *time.Time
+	var penalty, expires *time.Time
+	var restoreRate *float64
+	var restoreBurst *int
 	err := db.QueryRow(ctx, `
-		SELECT rate, burst, effective_rate, penalty_until, throttles, settings_updated_at
+		SELECT rate, burst, effective_rate, penalty_until, throttles, settings_updated_at,
+		       settings_expire_at, restore_rate, restore_burst
 		  FROM rate_limiters WHERE name = $1`, name).
-		Scan(&s.Rate, &s.Burst, &s.EffectiveRate, &penalty, &s.Throttles, &s.SettingsUpdatedAt)
+		Scan(&s.Rate, &s.Burst, &s.EffectiveRate, &penalty, &s.Throttles, &s.SettingsUpdatedAt,
+			&expires, &restoreRate, &restoreBurst)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return State{Name: name, Settings: Settings{Rate: DefaultRate, Burst: DefaultBurst}, EffectiveRate: DefaultRate}, nil
 	}
@@ -133,6 +193,9 @@ func LoadState(ctx context.Context, db DB, name string) (State, error) {
 	}
 	if penalty != nil {
 		s.PenaltyUntil = *penalty
+	}
+	if expires != nil && restoreRate != nil && restoreBurst != nil {
+		s.ExpiresAt, s.Restore = *expires, Settings{Rate: *restoreRate, Burst: *restoreBurst}
 	}
 	return s, nil
 }
