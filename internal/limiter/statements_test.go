@@ -82,7 +82,7 @@ func TestStatementsMatchModel(t *testing.T) {
 			t.Fatal(err)
 		}
 		clock := &fakeClock{now: t0}
-		cfg.Now = clock.Now
+		cfg.Now, cfg.LocalClock = clock.Now, true
 		l := openShared(t, pool, cfg)
 		floor := DefaultFloor(rate)
 
