@@ -225,6 +225,12 @@ func (d *discovery) throttled(at time.Time, accepted int64, resume time.Time) {
 		default:
 			d.estimate, d.guess = math.Max(m, d.floor()), false
 			d.period = firstProbe
+			if prev == phaseSurge {
+				// The span measured began under the old limit, so
+				// it understates the new one: measure again soon,
+				// from this 429.
+				d.period = measureProbe
+			}
 			d.record(at, causeEstimate, d.estimate*cruiseShare, "measured between two 429s")
 		}
 		if d.burst == 0 && !d.coldTo.at.IsZero() && !d.guess {

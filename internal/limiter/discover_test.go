@@ -255,8 +255,11 @@ func TestDiscoveryChanging(t *testing.T) {
 		within     []int // seconds to within 10% of each new rate
 	}{
 		// The rise is found at the next probe, at most 5 s after the
-		// previous one while probes cost nothing but their 429s.
-		{"60-240", []time.Duration{0, 20 * s}, []float64{60, 240}, 60 * s, 0.85, []int{8}},
+		// previous one while probes cost nothing but their 429s, and
+		// measured again a second after the 429 that ends the surge.
+		{"60-240", []time.Duration{0, 20 * s}, []float64{60, 240}, 60 * s, 0.85, []int{5}},
+		{"60-240-at-17s", []time.Duration{0, 17 * s}, []float64{60, 240}, 60 * s, 0.85, []int{5}},
+		{"60-240-at-23s", []time.Duration{0, 23 * s}, []float64{60, 240}, 60 * s, 0.85, []int{5}},
 		{"240-60", []time.Duration{0, 20 * s}, []float64{240, 60}, 60 * s, 0.85, []int{2}},
 		{"100-40-150", []time.Duration{0, 10 * s, 25 * s}, []float64{100, 40, 150}, 60 * s, 0.85, []int{5, 15}},
 		{"20-10-30", []time.Duration{0, 40 * s, 80 * s}, []float64{20, 10, 30}, 120 * s, 0.85, []int{10, 10}},
