@@ -44,18 +44,38 @@ const changeEvery = 40 * time.Second
 // the 429 share after the first 10 s and the time to within 10% of each new
 // limit.
 func efficiencyScenario(name, sched string, top float64, changes []int, length time.Duration) scenario {
+	return efficiencyVariant(name, sched, top, changes, length, 1, 0)
+}
+
+// efficiencyVariant is efficiencyScenario with processes consumer
+// processes sharing the limit (their workers split between them) and, when
+// window is set, a fixed-window limit advertised in the IETF RateLimit
+// fields instead of the bucket (the most it could accept is then its quota
+// per window, without a burst).
+func efficiencyVariant(name, sched string, top float64, changes []int, length time.Duration, processes int, fixedWindow time.Duration) scenario {
 	secs := int(length / time.Second)
 	concurrency := 8
 	if top > 250 {
 		concurrency = 16
 	}
+	about := fmt.Sprintf("simulator %s (burst %g), consumer ceiling %g/s, %d s", sched, top, 3*top, secs)
+	if fixedWindow > 0 {
+		about = fmt.Sprintf("simulator %s in fixed windows of %v (IETF RateLimit fields), consumer ceiling %g/s, %d s", sched, fixedWindow, 3*top, secs)
+	}
+	if processes > 1 {
+		about += fmt.Sprintf(", %d processes of %d workers", processes, max(1, concurrency/processes))
+		concurrency = max(1, concurrency/processes)
+	}
 	return scenario{
 		name:  "efficiency-" + name,
-		about: fmt.Sprintf("simulator %s (burst %g), consumer ceiling %g/s, %d s", sched, top, 3*top, secs),
+		about: about,
 		spec: spec{items: int(top * float64(secs) * 1.2), simLimit: sched, rate: 3 * top, burst: max(10, int(top/5)),
-			concurrency: concurrency, duration: length},
+			concurrency: concurrency, duration: length, processes: processes, simWindow: fixedWindow},
 		figures: func(r result) []figure {
 			supply := top
+			if fixedWindow > 0 {
+				supply = 0
+			}
 			var accepted int64
 			for _, s := range r.sim.Series {
 				if s.Second < int64(secs) {
@@ -106,6 +126,8 @@ func scenarios() []scenario {
 		efficiencyScenario("60-240", "60@0s,240@20s", 240, []int{20}, 40*time.Second),
 		efficiencyScenario("240-60", "240@0s,60@20s", 240, []int{20}, 40*time.Second),
 		efficiencyScenario("100-40-150", "100@0s,40@10s,150@25s", 150, []int{10, 25}, 45*time.Second),
+		efficiencyVariant("200-4-processes", "200", 200, nil, 40*time.Second, 4, 0),
+		efficiencyVariant("ietf-200", "200", 200, nil, 40*time.Second, 1, 10*time.Second),
 		{
 			name:  "known-limit",
 			about: "limiter at 50/s (burst 5) for 60 s, unlimited simulator",

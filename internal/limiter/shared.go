@@ -72,6 +72,7 @@ type Shared struct {
 	disc     *discovery    // nil when Recovery is negative
 	seenAt   time.Time     // throttled_at of the row last applied
 	clock    dbClock       // the database's clock against Config.Now
+	resets   resetBound    // the reset of the provider's quota window
 	snap     Snapshot
 
 	stop   context.CancelFunc

@@ -89,6 +89,7 @@ func (l *Shared) Observe(h Hints) {
 	now := l.cfg.Now()
 	l.mu.Lock()
 	defer l.mu.Unlock()
+	h = l.resets.refine(h)
 	r, ok := h.Rate(now)
 	if ok && r < l.snap.EffectiveRate {
 		l.local.hinted(r)
