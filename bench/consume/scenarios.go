@@ -88,6 +88,9 @@ func efficiencyVariant(name, sched string, top float64, changes []int, length ti
 				{name: "efficiency", value: 100 * float64(accepted) / supply, unit: "%", target: ">= 85..95"},
 				{name: "429 share after 10 s", value: 100 * ratio(throttled, calls), unit: "%", target: "<= 0.5"},
 			}
+			if fixedWindow > 0 {
+				fs = append(fs, figure{name: "429s", value: float64(r.sim.Throttled), unit: "", target: "0"})
+			}
 			for i, at := range changes {
 				end := secs
 				if i+1 < len(changes) {
