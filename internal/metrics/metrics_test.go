@@ -130,7 +130,7 @@ func TestScrapeShowsSnapshotsQueueAndLedger(t *testing.T) {
 		},
 		Limiter: func() limiter.Snapshot {
 			return limiter.Snapshot{Name: "provider", Rate: 5, Burst: 10, EffectiveRate: 2.5, Throttles: 7,
-				PenaltyUntil: now.Add(3 * time.Second)}
+				PenaltyUntil: now.Add(3 * time.Second), Estimate: 2.75, ProviderBurst: 4, Accepted: 41}
 		},
 		Queue: q,
 		DB:    pool,
@@ -167,6 +167,9 @@ func TestScrapeShowsSnapshotsQueueAndLedger(t *testing.T) {
 		{"reconcile_limiter_burst", []string{"limiter", "provider"}, 10},
 		{"reconcile_limiter_penalty_seconds", []string{"limiter", "provider"}, 3},
 		{"reconcile_limiter_throttles_total", []string{"limiter", "provider"}, 7},
+		{"reconcile_limiter_estimated_rate", []string{"limiter", "provider"}, 2.75},
+		{"reconcile_limiter_estimated_burst", []string{"limiter", "provider"}, 4},
+		{"reconcile_limiter_accepted_total", []string{"limiter", "provider"}, 41},
 		{"reconcile_queue_messages", []string{"state", "available"}, 6},
 		{"reconcile_queue_messages", []string{"state", "in_flight"}, 1},
 		{"reconcile_queue_messages", []string{"state", "delayed"}, 0},
