@@ -161,8 +161,11 @@ type result struct {
 	done    int64         // items terminal at the end
 	sim     providersim.Stats
 	calls   []time.Duration // lookup arrivals at the simulator, from its start
-	snap    consume.Snapshot
-	lim     limiter.Snapshot
+	// estimate is the limit discovery's estimate of the provider's rate,
+	// sampled every second of the run (0: unknown).
+	estimate []float64
+	snap     consume.Snapshot
+	lim      limiter.Snapshot
 	// goCPU is this process's CPU time during the run; pgCPU that of the
 	// pool's server backends (0 when the server is not on this machine).
 	goCPU, pgCPU time.Duration
@@ -301,12 +304,16 @@ func execute(ctx context.Context, srv *server, sp spec, o options) (result, erro
 	}
 	goCPU0, pgCPU0 := processCPU(), backendCPU(ctx, pool)
 	start := time.Now()
+	estCtx, stopEstimates := context.WithCancel(runCtx)
+	estimates := sampleEstimate(estCtx, lim)
 	var wg sync.WaitGroup
 	for _, other := range others {
 		wg.Go(func() { other.err = other.c.Run(runCtx) })
 	}
 	err = c.Run(runCtx)
 	wg.Wait()
+	stopEstimates()
+	estimate := <-estimates
 	for _, other := range others {
 		err = cmp.Or(err, other.err)
 		other.close()
@@ -322,7 +329,8 @@ func execute(ctx context.Context, srv *server, sp spec, o options) (result, erro
 	if ctx.Err() != nil {
 		return result{}, ctx.Err()
 	}
-	res := result{spec: sp, elapsed: elapsed, sim: sim.Stats(), snap: c.Snapshot(), lim: lim.Snapshot(), goCPU: goCPU, pgCPU: pgCPU}
+	res := result{spec: sp, elapsed: elapsed, sim: sim.Stats(), snap: c.Snapshot(), lim: lim.Snapshot(), goCPU: goCPU, pgCPU: pgCPU,
+		estimate: estimate}
 	if err := pool.QueryRow(ctx, `SELECT count(*) FROM items WHERE run_id = $1 AND terminal_at IS NOT NULL`, run.RunID).
 		Scan(&res.done); err != nil {
 		return result{}, err
@@ -477,4 +485,25 @@ func otherProcesses(ctx context.Context, pool *pgxpool.Pool, sp spec, o options,
 		out = append(out, &process{c: c, close: func() { _ = lim.Close(); p.Close() }})
 	}
 	return out, nil
+}
+
+// sampleEstimate samples lim's estimate of the provider's rate every second
+// until ctx ends, then sends the samples.
+func sampleEstimate(ctx context.Context, lim *limiter.Shared) <-chan []float64 {
+	out := make(chan []float64, 1)
+	go func() {
+		t := time.NewTicker(time.Second)
+		defer t.Stop()
+		var samples []float64
+		for {
+			select {
+			case <-ctx.Done():
+				out <- samples
+				return
+			case <-t.C:
+				samples = append(samples, lim.Snapshot().Estimate)
+			}
+		}
+	}()
+	return out
 }

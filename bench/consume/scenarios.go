@@ -112,7 +112,7 @@ func efficiencyVariant(name, sched string, top float64, changes []int, length ti
 			}
 			pngPath := filepath.Join(dir, "efficiency-"+name+".png")
 			title := fmt.Sprintf("limit discovery: %s calls/s, consumer ceiling %g/s", strings.ReplaceAll(name, "-", " -> "), 3*top)
-			if err := plotSeries(pngPath, r.sim.Series, title); err != nil {
+			if err := plotSeries(pngPath, r.sim.Series, r.estimate, title); err != nil {
 				return err
 			}
 			fmt.Printf("  wrote %s\n", pngPath)
@@ -197,7 +197,7 @@ func scenarios() []scenario {
 					return err
 				}
 				pngPath := filepath.Join(dir, "changing-limit.png")
-				if err := plotSeries(pngPath, r.sim.Series, changingTitle); err != nil {
+				if err := plotSeries(pngPath, r.sim.Series, r.estimate, changingTitle); err != nil {
 					return err
 				}
 				fmt.Printf("  wrote %s and %s\n", csvPath, pngPath)
