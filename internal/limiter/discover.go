@@ -220,7 +220,15 @@ func (d *discovery) throttled(at time.Time, accepted int64, resume time.Time) {
 			d.guess = true
 		case !d.guess && math.Abs(m-d.estimate) <= heldWithin*d.estimate:
 			d.estimate = math.Max(d.estimate, m)
-			d.period = min(2*d.period, d.longestPeriod(resume.Sub(at)))
+			longest := d.longestPeriod(resume.Sub(at))
+			// After a quick re-measurement the doubling resumes from
+			// firstProbe; when a probe costs part of a pause, from
+			// twice that.
+			shortest := firstProbe
+			if longest == lastProbe {
+				shortest = 2 * firstProbe
+			}
+			d.period = min(max(2*d.period, shortest), longest)
 			d.record(at, causeProbe, d.estimate*cruiseShare, "probe found the limit unchanged")
 		default:
 			d.estimate, d.guess = math.Max(m, d.floor()), false
@@ -231,10 +239,10 @@ func (d *discovery) throttled(at time.Time, accepted int64, resume time.Time) {
 				// from this 429.
 				d.period = measureProbe
 			}
+			if d.burst == 0 && !d.coldTo.at.IsZero() {
+				d.learnBurst(at)
+			}
 			d.record(at, causeEstimate, d.estimate*cruiseShare, "measured between two 429s")
-		}
-		if d.burst == 0 && !d.coldTo.at.IsZero() && !d.guess {
-			d.learnBurst(at)
 		}
 	}
 	d.phase = phaseCruise
