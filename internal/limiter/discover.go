@@ -308,8 +308,8 @@ func (d *discovery) measure(at time.Time) (float64, bool) {
 			if d.burst > 0 {
 				level = math.Min(level, d.burst)
 			}
-			// One call's worth of slack for counts that arrive late.
-			if level < -1 {
+			// Half a call of slack for counts that arrive late.
+			if level < -0.5 {
 				return false
 			}
 		}
