@@ -60,13 +60,13 @@ type leaseResult struct {
 	penaltyUntil time.Time // on the local clock
 }
 
-// leaseSQL refills the bucket to @now at the old effective rate, grants up
-// to @want tokens that are due within @window seconds (none during a
-// penalty), adds @accepted to the fleet's count of accepted calls, sets the
-// effective rate to the discovery's rate (@curve) or else applies the
-// additive increase (@success: a success was seen), applies
-// the header cap (@hint), keeps the effective rate within [@floor, rate] and
-// returns the grant with the row. The increase is @increase of the rate per
+// leaseSQL refills the bucket to its time (@now, or the database's clock) at
+// the old effective rate, grants up to @want tokens that are due within
+// @window seconds (none during a penalty), adds @accepted to the fleet's
+// count of accepted calls, sets the effective rate to the discovery's rate
+// (@curve) or else applies the additive increase (@success: a success was
+// seen), applies the header cap (@hint), keeps the effective rate within
+// [@floor, rate] and returns the grant with the row and its time. The increase is @increase of the rate per
 // second since the later of the last increase and the end of the hold,
 // counting at most one second. The test model (aimd and bucket in the test
 // files) follows the same rules and is checked against this statement.
