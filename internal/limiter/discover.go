@@ -40,6 +40,13 @@ const (
 	// hintFresh is how long a rate read from response headers paces the
 	// limiter after the last response that carried it.
 	hintFresh = 2 * time.Second
+	// comebackWatch is how long after the limit fell the probes keep to
+	// firstProbe while the estimate stays under comebackShare of the rate
+	// before the fall: limits that drop tend to come back, and a probe
+	// that costs part of a pause would otherwise find the return only after
+	// the probe period has grown.
+	comebackWatch = 60 * time.Second
+	comebackShare = 0.9
 	// maxSamples bounds the samples of the accepted count kept between two
 	// throttles.
 	maxSamples = 4096
@@ -141,6 +148,9 @@ type discovery struct {
 	hintRate float64
 	hintAt   time.Time
 
+	fellFrom float64   // the estimate before the limit last fell
+	fellAt   time.Time // when
+
 	changes []change // not yet written to the history
 }
 
@@ -207,6 +217,7 @@ func (d *discovery) throttled(at time.Time, accepted int64, resume time.Time) {
 		d.record(at, causeThrottle, d.estimate*cruiseShare, "first 429: the rate halves until the next one measures it")
 	case prev == phaseCruise && !d.guess:
 		// Unexpected: the limit fell below the estimate.
+		d.fellFrom, d.fellAt = d.estimate, at
 		d.estimate, d.guess = math.Max(d.estimate*d.decrease, d.floor()), true
 		d.period = measureProbe
 		d.record(at, causeThrottle, d.estimate*cruiseShare, "429 while cruising: the limit fell")
@@ -229,8 +240,14 @@ func (d *discovery) throttled(at time.Time, accepted int64, resume time.Time) {
 				shortest = 2 * firstProbe
 			}
 			d.period = min(max(2*d.period, shortest), longest)
+			if at.Sub(d.fellAt) < comebackWatch && d.estimate < comebackShare*d.fellFrom {
+				d.period = firstProbe
+			}
 			d.record(at, causeProbe, d.estimate*cruiseShare, "probe found the limit unchanged")
 		default:
+			if !d.guess && m < (1-heldWithin)*d.estimate {
+				d.fellFrom, d.fellAt = d.estimate, at
+			}
 			d.estimate, d.guess = math.Max(m, d.floor()), false
 			d.period = firstProbe
 			if prev == phaseSurge {
