@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"fmt"
 	"io"
@@ -133,6 +134,12 @@ type spec struct {
 	// its bucket (0: the schedule's highest rate).
 	simLimit string
 	simBurst int
+	// simWindow, when set, makes the simulator's limit a fixed window of
+	// this length advertised in the IETF RateLimit fields.
+	simWindow time.Duration
+	// processes is the number of consumer processes sharing the limit,
+	// each with its own pool, limiter and concurrency workers (0: one).
+	processes int
 	// transientRate is the share of calls the simulator answers 503.
 	transientRate float64
 	// rate and burst are the consumer's configured limiter settings.
@@ -154,8 +161,11 @@ type result struct {
 	done    int64         // items terminal at the end
 	sim     providersim.Stats
 	calls   []time.Duration // lookup arrivals at the simulator, from its start
-	snap    consume.Snapshot
-	lim     limiter.Snapshot
+	// estimate is the limit discovery's estimate of the provider's rate,
+	// sampled every second of the run (0: unknown).
+	estimate []float64
+	snap     consume.Snapshot
+	lim      limiter.Snapshot
 	// goCPU is this process's CPU time during the run; pgCPU that of the
 	// pool's server backends (0 when the server is not on this machine).
 	goCPU, pgCPU time.Duration
@@ -243,7 +253,7 @@ func execute(ctx context.Context, srv *server, sp spec, o options) (result, erro
 	}
 	const token = provider.Secret("bench-token")
 	sim, err := providersim.New(providersim.Config{Records: records, Seed: 11, Limit: sched, Burst: sp.simBurst,
-		TransientRate: sp.transientRate, Token: token})
+		Window: sp.simWindow, TransientRate: sp.transientRate, Token: token})
 	if err != nil {
 		return result{}, err
 	}
@@ -274,6 +284,12 @@ func execute(ctx context.Context, srv *server, sp spec, o options) (result, erro
 	if err != nil {
 		return result{}, err
 	}
+	// Further processes: each its own pool, limiter and consumer on the
+	// same database, drawing from the same limiter row.
+	others, err := otherProcesses(ctx, pool, sp, o, client, logger)
+	if err != nil {
+		return result{}, err
+	}
 
 	runCtx, cancel := context.WithCancel(ctx)
 	defer cancel()
@@ -288,7 +304,20 @@ func execute(ctx context.Context, srv *server, sp spec, o options) (result, erro
 	}
 	goCPU0, pgCPU0 := processCPU(), backendCPU(ctx, pool)
 	start := time.Now()
+	estCtx, stopEstimates := context.WithCancel(runCtx)
+	estimates := sampleEstimate(estCtx, lim)
+	var wg sync.WaitGroup
+	for _, other := range others {
+		wg.Go(func() { other.err = other.c.Run(runCtx) })
+	}
 	err = c.Run(runCtx)
+	wg.Wait()
+	stopEstimates()
+	estimate := <-estimates
+	for _, other := range others {
+		err = cmp.Or(err, other.err)
+		other.close()
+	}
 	elapsed := time.Since(start)
 	goCPU, pgCPU := processCPU()-goCPU0, backendCPU(ctx, pool)-pgCPU0
 	if waits != nil {
@@ -300,7 +329,8 @@ func execute(ctx context.Context, srv *server, sp spec, o options) (result, erro
 	if ctx.Err() != nil {
 		return result{}, ctx.Err()
 	}
-	res := result{spec: sp, elapsed: elapsed, sim: sim.Stats(), snap: c.Snapshot(), lim: lim.Snapshot(), goCPU: goCPU, pgCPU: pgCPU}
+	res := result{spec: sp, elapsed: elapsed, sim: sim.Stats(), snap: c.Snapshot(), lim: lim.Snapshot(), goCPU: goCPU, pgCPU: pgCPU,
+		estimate: estimate}
 	if err := pool.QueryRow(ctx, `SELECT count(*) FROM items WHERE run_id = $1 AND terminal_at IS NOT NULL`, run.RunID).
 		Scan(&res.done); err != nil {
 		return result{}, err
@@ -421,4 +451,59 @@ func backendCPU(ctx context.Context, pool *pgxpool.Pool) time.Duration {
 		total += time.Duration(ut+st) * 10 * time.Millisecond
 	}
 	return total
+}
+
+// process is a further consumer process of a run.
+type process struct {
+	c     *consume.Consumer
+	err   error
+	close func()
+}
+
+// otherProcesses opens the processes of a run beyond the first (see
+// spec.processes), on pool's database.
+func otherProcesses(ctx context.Context, pool *pgxpool.Pool, sp spec, o options, client *provider.Client,
+	logger *slog.Logger) ([]*process, error) {
+	var out []*process
+	for range max(0, sp.processes-1) {
+		p, err := pgxpool.NewWithConfig(ctx, pool.Config())
+		if err != nil {
+			return nil, err
+		}
+		lim, err := limiter.Open(ctx, p, limiter.Config{Decrease: o.decrease, Increase: o.increase, Recovery: o.recovery})
+		if err != nil {
+			p.Close()
+			return nil, err
+		}
+		c, err := consume.New(p, queue.New(p, queue.Config{}), lim, client, consume.Config{Concurrency: sp.concurrency,
+			Policy: sp.policy, Logger: logger, RecordBatch: o.recordBatch})
+		if err != nil {
+			_ = lim.Close()
+			p.Close()
+			return nil, err
+		}
+		out = append(out, &process{c: c, close: func() { _ = lim.Close(); p.Close() }})
+	}
+	return out, nil
+}
+
+// sampleEstimate samples lim's estimate of the provider's rate every second
+// until ctx ends, then sends the samples.
+func sampleEstimate(ctx context.Context, lim *limiter.Shared) <-chan []float64 {
+	out := make(chan []float64, 1)
+	go func() {
+		t := time.NewTicker(time.Second)
+		defer t.Stop()
+		var samples []float64
+		for {
+			select {
+			case <-ctx.Done():
+				out <- samples
+				return
+			case <-t.C:
+				samples = append(samples, lim.Snapshot().Estimate)
+			}
+		}
+	}()
+	return out
 }

@@ -82,7 +82,7 @@ func run(ctx context.Context, o options) error {
 		if err != nil {
 			return err
 		}
-		return plotSeries(strings.TrimSuffix(o.replot, ".csv")+".png", series, changingTitle)
+		return plotSeries(strings.TrimSuffix(o.replot, ".csv")+".png", series, nil, changingTitle)
 	}
 	var selected []scenario
 	for _, s := range scenarios() {

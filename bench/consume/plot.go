@@ -79,10 +79,13 @@ var (
 	colCalls      = color.RGBA{31, 119, 180, 255}
 	colThrottled  = color.RGBA{214, 39, 40, 255}
 	colLimit      = color.RGBA{40, 40, 40, 255}
+	colEstimate   = color.RGBA{44, 160, 44, 255}
 )
 
-// plotSeries draws calls/s, 429s/s and the simulator's limit over time.
-func plotSeries(path string, series []providersim.Second, title string) error {
+// plotSeries draws calls/s, 429s/s and the simulator's limit over time,
+// and the limiter's estimate of the limit when given (estimate[i] at the
+// end of second i; 0: unknown).
+func plotSeries(path string, series []providersim.Second, estimate []float64, title string) error {
 	const w, h = 1000, 500
 	const left, right, top, bottom = 60, 20, 40, 60
 	img := image.NewRGBA(image.Rect(0, 0, w, h))
@@ -137,15 +140,20 @@ func plotSeries(path string, series []providersim.Second, title string) error {
 	}
 	polyline(func(s providersim.Second) float64 { return float64(s.Throttled) }, colThrottled)
 	polyline(func(s providersim.Second) float64 { return float64(s.Calls) }, colCalls)
+	for i := 1; i < len(estimate); i++ {
+		if estimate[i-1] > 0 && estimate[i] > 0 {
+			thick(img, px(float64(i)), py(math.Min(estimate[i-1], yMax)), px(float64(i+1)), py(math.Min(estimate[i], yMax)), colEstimate, 1)
+		}
+	}
 
 	// Legend.
 	lx, ly := left+16, top+8
-	draw.Draw(img, image.Rect(lx-8, ly-6, lx+236, ly+58), image.NewUniform(colBackground), image.Point{}, draw.Src)
+	draw.Draw(img, image.Rect(lx-8, ly-6, lx+236, ly+76), image.NewUniform(colBackground), image.Point{}, draw.Src)
 	for i, e := range []struct {
 		c    color.Color
 		text string
 		t    int
-	}{{colCalls, "calls/s reaching the provider", 2}, {colThrottled, "429s/s", 2}, {colLimit, "provider's limit", 1}} {
+	}{{colCalls, "calls/s reaching the provider", 2}, {colThrottled, "429s/s", 2}, {colLimit, "provider's limit", 1}, {colEstimate, "limiter's estimate", 1}} {
 		y := ly + 8 + 18*i
 		thick(img, lx, y, lx+24, y, e.c, e.t)
 		label(img, lx+32, y+4, e.text, colAxis)

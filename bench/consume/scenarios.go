@@ -47,18 +47,38 @@ const changeEvery = 40 * time.Second
 // the 429 share after the first 10 s and the time to within 10% of each new
 // limit.
 func efficiencyScenario(name, sched string, top float64, changes []int, length time.Duration) scenario {
+	return efficiencyVariant(name, sched, top, changes, length, 1, 0)
+}
+
+// efficiencyVariant is efficiencyScenario with processes consumer
+// processes sharing the limit (their workers split between them) and, when
+// window is set, a fixed-window limit advertised in the IETF RateLimit
+// fields instead of the bucket (the most it could accept is then its quota
+// per window, without a burst).
+func efficiencyVariant(name, sched string, top float64, changes []int, length time.Duration, processes int, fixedWindow time.Duration) scenario {
 	secs := int(length / time.Second)
 	concurrency := 8
 	if top > 250 {
 		concurrency = 16
 	}
+	about := fmt.Sprintf("simulator %s (burst %g), consumer ceiling %g/s, %d s", sched, top, 3*top, secs)
+	if fixedWindow > 0 {
+		about = fmt.Sprintf("simulator %s in fixed windows of %v (IETF RateLimit fields), consumer ceiling %g/s, %d s", sched, fixedWindow, 3*top, secs)
+	}
+	if processes > 1 {
+		about += fmt.Sprintf(", %d processes of %d workers", processes, max(1, concurrency/processes))
+		concurrency = max(1, concurrency/processes)
+	}
 	return scenario{
 		name:  "efficiency-" + name,
-		about: fmt.Sprintf("simulator %s (burst %g), consumer ceiling %g/s, %d s", sched, top, 3*top, secs),
+		about: about,
 		spec: spec{items: int(top * float64(secs) * 1.2), simLimit: sched, rate: 3 * top, burst: max(10, int(top/5)),
-			concurrency: concurrency, duration: length},
+			concurrency: concurrency, duration: length, processes: processes, simWindow: fixedWindow},
 		figures: func(r result) []figure {
 			supply := top
+			if fixedWindow > 0 {
+				supply = 0
+			}
 			var accepted int64
 			for _, s := range r.sim.Series {
 				if s.Second < int64(secs) {
@@ -70,6 +90,9 @@ func efficiencyScenario(name, sched string, top float64, changes []int, length t
 			fs := []figure{
 				{name: "efficiency", value: 100 * float64(accepted) / supply, unit: "%", target: ">= 85..95"},
 				{name: "429 share after 10 s", value: 100 * ratio(throttled, calls), unit: "%", target: "<= 0.5"},
+			}
+			if fixedWindow > 0 {
+				fs = append(fs, figure{name: "429s", value: float64(r.sim.Throttled), unit: "", target: "0"})
 			}
 			for i, at := range changes {
 				end := secs
@@ -92,7 +115,7 @@ func efficiencyScenario(name, sched string, top float64, changes []int, length t
 			}
 			pngPath := filepath.Join(dir, "efficiency-"+name+".png")
 			title := fmt.Sprintf("limit discovery: %s calls/s, consumer ceiling %g/s", strings.ReplaceAll(name, "-", " -> "), 3*top)
-			if err := plotSeries(pngPath, r.sim.Series, title); err != nil {
+			if err := plotSeries(pngPath, r.sim.Series, r.estimate, title); err != nil {
 				return err
 			}
 			fmt.Printf("  wrote %s\n", pngPath)
@@ -109,6 +132,8 @@ func scenarios() []scenario {
 		efficiencyScenario("60-240", "60@0s,240@20s", 240, []int{20}, 40*time.Second),
 		efficiencyScenario("240-60", "240@0s,60@20s", 240, []int{20}, 40*time.Second),
 		efficiencyScenario("100-40-150", "100@0s,40@10s,150@25s", 150, []int{10, 25}, 45*time.Second),
+		efficiencyVariant("200-4-processes", "200", 200, nil, 40*time.Second, 4, 0),
+		efficiencyVariant("ietf-200", "200", 200, nil, 40*time.Second, 1, 10*time.Second),
 		{
 			name:  "known-limit",
 			about: "limiter at 50/s (burst 5) for 60 s, unlimited simulator",
@@ -175,7 +200,7 @@ func scenarios() []scenario {
 					return err
 				}
 				pngPath := filepath.Join(dir, "changing-limit.png")
-				if err := plotSeries(pngPath, r.sim.Series, changingTitle); err != nil {
+				if err := plotSeries(pngPath, r.sim.Series, r.estimate, changingTitle); err != nil {
 					return err
 				}
 				fmt.Printf("  wrote %s and %s\n", csvPath, pngPath)

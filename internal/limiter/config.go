@@ -36,10 +36,16 @@ func DefaultFloor(ceiling float64) float64 {
 type Config struct {
 	// Name selects the limiter's row. Defaults to DefaultName.
 	Name string
-	// Now is the clock. Processes sharing a limiter need clocks in sync
-	// (NTP): a clock behind the others gets fewer tokens, never more.
-	// Defaults to time.Now.
+	// Now is this process's clock, for sleeping until a slot. The row's
+	// times (slots, penalties, the discovery's measurements) are on the
+	// database's clock (clock_timestamp()), whose offset from Now the
+	// limiter learns from each round trip, so processes whose clocks
+	// disagree by seconds still share one budget and honour each other's
+	// Retry-After. Defaults to time.Now.
 	Now func() time.Time
+	// LocalClock puts the row's times on Now instead of the database's
+	// clock: for tests that drive Now by hand. Defaults to false.
+	LocalClock bool
 	// Logger receives settings changes and database errors of the
 	// background poll. Defaults to discarding.
 	Logger *slog.Logger

@@ -40,6 +40,13 @@ const (
 	// hintFresh is how long a rate read from response headers paces the
 	// limiter after the last response that carried it.
 	hintFresh = 2 * time.Second
+	// comebackWatch is how long after the limit fell the probes keep to
+	// firstProbe while the estimate stays under comebackShare of the rate
+	// before the fall: limits that drop tend to come back, and a probe
+	// that costs part of a pause would otherwise find the return only after
+	// the probe period has grown.
+	comebackWatch = 60 * time.Second
+	comebackShare = 0.9
 	// maxSamples bounds the samples of the accepted count kept between two
 	// throttles.
 	maxSamples = 4096
@@ -141,6 +148,9 @@ type discovery struct {
 	hintRate float64
 	hintAt   time.Time
 
+	fellFrom float64   // the estimate before the limit last fell
+	fellAt   time.Time // when
+
 	changes []change // not yet written to the history
 }
 
@@ -207,6 +217,7 @@ func (d *discovery) throttled(at time.Time, accepted int64, resume time.Time) {
 		d.record(at, causeThrottle, d.estimate*cruiseShare, "first 429: the rate halves until the next one measures it")
 	case prev == phaseCruise && !d.guess:
 		// Unexpected: the limit fell below the estimate.
+		d.fellFrom, d.fellAt = d.estimate, at
 		d.estimate, d.guess = math.Max(d.estimate*d.decrease, d.floor()), true
 		d.period = measureProbe
 		d.record(at, causeThrottle, d.estimate*cruiseShare, "429 while cruising: the limit fell")
@@ -220,15 +231,35 @@ func (d *discovery) throttled(at time.Time, accepted int64, resume time.Time) {
 			d.guess = true
 		case !d.guess && math.Abs(m-d.estimate) <= heldWithin*d.estimate:
 			d.estimate = math.Max(d.estimate, m)
-			d.period = min(2*d.period, d.longestPeriod(resume.Sub(at)))
+			longest := d.longestPeriod(resume.Sub(at))
+			// After a quick re-measurement the doubling resumes from
+			// firstProbe; when a probe costs part of a pause, from
+			// twice that.
+			shortest := firstProbe
+			if longest == lastProbe {
+				shortest = 2 * firstProbe
+			}
+			d.period = min(max(2*d.period, shortest), longest)
+			if at.Sub(d.fellAt) < comebackWatch && d.estimate < comebackShare*d.fellFrom {
+				d.period = firstProbe
+			}
 			d.record(at, causeProbe, d.estimate*cruiseShare, "probe found the limit unchanged")
 		default:
+			if !d.guess && m < (1-heldWithin)*d.estimate {
+				d.fellFrom, d.fellAt = d.estimate, at
+			}
 			d.estimate, d.guess = math.Max(m, d.floor()), false
 			d.period = firstProbe
+			if prev == phaseSurge {
+				// The span measured began under the old limit, so
+				// it understates the new one: measure again soon,
+				// from this 429.
+				d.period = measureProbe
+			}
+			if d.burst == 0 && !d.coldTo.at.IsZero() {
+				d.learnBurst(at)
+			}
 			d.record(at, causeEstimate, d.estimate*cruiseShare, "measured between two 429s")
-		}
-		if d.burst == 0 && !d.coldTo.at.IsZero() && !d.guess {
-			d.learnBurst(at)
 		}
 	}
 	d.phase = phaseCruise
@@ -294,8 +325,8 @@ func (d *discovery) measure(at time.Time) (float64, bool) {
 			if d.burst > 0 {
 				level = math.Min(level, d.burst)
 			}
-			// One call's worth of slack for counts that arrive late.
-			if level < -1 {
+			// Half a call of slack for counts that arrive late.
+			if level < -0.5 {
 				return false
 			}
 		}

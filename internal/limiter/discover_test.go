@@ -1,6 +1,7 @@
 package limiter
 
 import (
+	"cmp"
 	"fmt"
 	"math"
 	"strings"
@@ -253,13 +254,21 @@ func TestDiscoveryChanging(t *testing.T) {
 		length     time.Duration
 		efficiency float64
 		within     []int // seconds to within 10% of each new rate
+		burst      int   // the provider's; 0: the highest rate
 	}{
 		// The rise is found at the next probe, at most 5 s after the
-		// previous one while probes cost nothing but their 429s.
-		{"60-240", []time.Duration{0, 20 * s}, []float64{60, 240}, 60 * s, 0.85, []int{8}},
-		{"240-60", []time.Duration{0, 20 * s}, []float64{240, 60}, 60 * s, 0.85, []int{2}},
-		{"100-40-150", []time.Duration{0, 10 * s, 25 * s}, []float64{100, 40, 150}, 60 * s, 0.85, []int{5, 15}},
-		{"20-10-30", []time.Duration{0, 40 * s, 80 * s}, []float64{20, 10, 30}, 120 * s, 0.85, []int{10, 10}},
+		// previous one while probes cost nothing but their 429s, and
+		// measured again a second after the 429 that ends the surge.
+		{"60-240", []time.Duration{0, 20 * s}, []float64{60, 240}, 60 * s, 0.85, []int{5}, 0},
+		{"60-240-at-17s", []time.Duration{0, 17 * s}, []float64{60, 240}, 60 * s, 0.85, []int{5}, 0},
+		{"60-240-at-23s", []time.Duration{0, 23 * s}, []float64{60, 240}, 60 * s, 0.85, []int{5}, 0},
+		{"240-60", []time.Duration{0, 20 * s}, []float64{240, 60}, 60 * s, 0.85, []int{2}, 0},
+		{"100-40-150", []time.Duration{0, 10 * s, 25 * s}, []float64{100, 40, 150}, 60 * s, 0.85, []int{5, 15}, 0},
+		{"20-10-30", []time.Duration{0, 40 * s, 80 * s}, []float64{20, 10, 30}, 120 * s, 0.85, []int{10, 10}, 0},
+		// The benchmark's changing limit: a provider bucket of 5 calls,
+		// so every probe costs most of its pause; after the fall the
+		// probes keep to every 5 s, and find the return.
+		{"20-10-30-burst-5", []time.Duration{0, 40 * s, 80 * s}, []float64{20, 10, 30}, 120 * s, 0.75, []int{10, 12}, 5},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
@@ -267,7 +276,8 @@ func TestDiscoveryChanging(t *testing.T) {
 			for _, r := range tc.rates {
 				top = math.Max(top, r)
 			}
-			r := simulate(simConfig{limit: steps(tc.at, tc.rates), providerBurst: int(top), ceiling: 3 * top,
+			burst := cmp.Or(tc.burst, int(top))
+			r := simulate(simConfig{limit: steps(tc.at, tc.rates), providerBurst: burst, ceiling: 3 * top,
 				burst: max(10, int(top/5)), latency: 5 * time.Millisecond, length: tc.length})
 			t.Logf("%s: efficiency %.1f%%%s\n%s", tc.name, 100*r.efficiency(), formatChanges(r.changes), formatSeries(r.series))
 			if r.efficiency() < tc.efficiency {

@@ -6,13 +6,17 @@
 // budget. Tokens are leased in small batches with one atomic UPDATE,
 // penalties and rate changes are written to the row so every process honours
 // them, and `reconcile limit set` (SaveSettings) reaches running processes
-// within a second.
+// within a second. The row's times (slots, penalties, the discovery's
+// measurements) are on the database's clock, whose offset each process
+// learns from its round trips (dbClock), so processes whose clocks disagree
+// still share one budget and one Retry-After.
 //
 // Around the row, each process keeps pure state whose methods take the time
 // and do no I/O, in the style of golang.org/x/time/rate: the leased slots and
 // what to do next (local), the limit discovery that measures and probes the
-// provider's rate (discovery), and
-// the rate-limit headers of the provider's answers (ParseHints, Hints). Shared
+// provider's rate (discovery), the rate-limit headers of the provider's
+// answers (ParseHints, Hints, and resetBound narrowing a window's reset),
+// and the database's clock (dbClock). Shared
 // holds its mutex around them and carries out their answer: sleep, lease or
 // write a penalty. The logic is therefore tested without sleeping; the test
 // files hold a plain token bucket and AIMD rate that the row's statements are

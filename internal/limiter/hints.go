@@ -30,24 +30,19 @@ type Hints struct {
 	Window time.Duration
 }
 
-// Rate returns the highest request rate (per second) the hints allow at now
-// without running out before the window resets: the lower of
-// Remaining/(Reset-now) and Quota/Window. ok is false when the hints imply
-// no rate.
+// Rate returns the request rate (per second) the hints allow at now:
+// Remaining/(Reset-now) when both are known, which spends what is left of a
+// fixed window exactly by its reset (and keeps a token bucket whose reset is
+// when it is full again half full, at its rate); else Quota/Window. ok is
+// false when the hints imply no rate.
 func (h Hints) Rate(now time.Time) (rate float64, ok bool) {
-	rate = math.Inf(1)
-	if h.HasRemaining && h.Reset.After(now) {
-		rate = float64(h.Remaining) / h.Reset.Sub(now).Seconds()
-		ok = true
+	switch {
+	case h.HasRemaining && h.Reset.After(now):
+		return float64(h.Remaining) / h.Reset.Sub(now).Seconds(), true
+	case h.Quota > 0 && h.Window > 0:
+		return float64(h.Quota) / h.Window.Seconds(), true
 	}
-	if h.Quota > 0 && h.Window > 0 {
-		rate = math.Min(rate, float64(h.Quota)/h.Window.Seconds())
-		ok = true
-	}
-	if !ok {
-		return 0, false
-	}
-	return rate, true
+	return 0, false
 }
 
 // Exhausted reports whether the provider said no request will be accepted
@@ -65,7 +60,9 @@ func (h Hints) Exhausted(now time.Time) (until time.Time, ok bool) {
 // "default";q=100;w=60`; the older `RateLimit: limit=100, remaining=50,
 // reset=30`; `RateLimit-Limit`, `-Remaining`, `-Reset`) and the common
 // `X-RateLimit-Limit`, `-Remaining` and `-Reset` (reset as delta seconds,
-// epoch seconds or epoch milliseconds). When several policies are listed the
+// epoch seconds or epoch milliseconds), and Shopify's
+// `X-Shopify-Shop-Api-Call-Limit: 39/40` (calls used of the bucket's size:
+// Remaining and Quota without a window, so it implies no rate). When several policies are listed the
 // most restrictive wins; the IETF headers win over the X- ones. Malformed
 // values are ignored, resets are clamped to 24 hours ahead. ParseHints is
 // pure and never panics.
@@ -90,6 +87,9 @@ func ParseHints(h http.Header, now time.Time) Hints {
 	if v, ok := headerNumber(h, "RateLimit-Reset"); ok {
 		out.Reset = resetTime(v, now, false)
 	}
+	if used, size, ok := parseCallLimit(h.Get("X-Shopify-Shop-Api-Call-Limit")); ok {
+		out.Remaining, out.HasRemaining, out.Quota = max(0, size-used), true, size
+	}
 	if q, w, ok := parsePolicy(h.Values("RateLimit-Policy")); ok {
 		out.Quota, out.Window = q, w
 	}
@@ -98,6 +98,20 @@ func ParseHints(h http.Header, now time.Time) Hints {
 		out.Reset = resetTime(t, now, false)
 	}
 	return out
+}
+
+// parseCallLimit reads Shopify's `used/size`.
+func parseCallLimit(v string) (used, size int64, ok bool) {
+	u, sz, found := strings.Cut(v, "/")
+	if !found {
+		return 0, 0, false
+	}
+	a, okA := number(u)
+	b, okB := number(sz)
+	if !okA || !okB || a != math.Trunc(a) || b != math.Trunc(b) || b < 1 {
+		return 0, 0, false
+	}
+	return int64(math.Min(a, math.MaxInt64/2)), int64(math.Min(b, math.MaxInt64/2)), true
 }
 
 // resetTime turns a reset value into an instant: delta seconds, or (when

@@ -46,6 +46,9 @@ func TestParseHints(t *testing.T) {
 		{"ietf overrides x-", map[string]string{
 			"X-RateLimit-Remaining": "1", "RateLimit": `"default";r=40;t=4`,
 		}, Hints{Remaining: 40, HasRemaining: true, Reset: now.Add(4 * time.Second)}},
+		{"shopify call limit", map[string]string{"X-Shopify-Shop-Api-Call-Limit": "39/40"},
+			Hints{Remaining: 1, HasRemaining: true, Quota: 40}},
+		{"shopify garbage ignored", map[string]string{"X-Shopify-Shop-Api-Call-Limit": "39/0"}, Hints{}},
 		{"garbage ignored", map[string]string{
 			"RateLimit":             `"x";r=-1;t=abc, ;;;, "unterminated`,
 			"RateLimit-Policy":      `"p";q=0;w=60, "p";q=10;w=-5, "p";q=1e400;w=1`,
@@ -72,12 +75,11 @@ func TestHintsRateAndExhausted(t *testing.T) {
 	t.Parallel()
 	now := t0
 	h := Hints{Remaining: 50, HasRemaining: true, Reset: now.Add(10 * time.Second), Quota: 100, Window: 60 * time.Second}
-	if r, ok := h.Rate(now); !ok || math.Abs(r-100.0/60) > 1e-9 {
-		t.Errorf("Rate = %v %v, want policy rate 1.667", r, ok)
-	}
-	h.Quota = 0
 	if r, ok := h.Rate(now); !ok || r != 5 {
 		t.Errorf("Rate = %v %v, want remaining/reset 5", r, ok)
+	}
+	if r, ok := (Hints{Quota: 100, Window: time.Minute}).Rate(now); !ok || math.Abs(r-100.0/60) > 1e-9 {
+		t.Errorf("Rate without remaining = %v %v, want policy rate 1.667", r, ok)
 	}
 	if _, ok := h.Exhausted(now); ok {
 		t.Error("Exhausted with 50 remaining")

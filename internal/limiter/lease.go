@@ -24,7 +24,7 @@ func (l *Shared) fetch(ctx context.Context, now time.Time) error {
 	var follow float64
 	var changes []change
 	if l.disc != nil {
-		follow = l.disc.rate(now)
+		follow = l.disc.rate(l.clock.toDB(now))
 		changes = l.disc.takeChanges()
 	}
 	l.mu.Unlock()
@@ -55,33 +55,35 @@ type leaseResult struct {
 	row          rowState
 	n            int       // tokens granted
 	avail        float64   // tokens in the bucket at t0 before the grant
-	t0           time.Time // instant the grant refers to
+	t0           time.Time // instant the grant refers to, on the local clock
 	penalised    bool
-	penaltyUntil time.Time
+	penaltyUntil time.Time // on the local clock
 }
 
-// leaseSQL refills the bucket to @now at the old effective rate, grants up
-// to @want tokens that are due within @window seconds (none during a
-// penalty), adds @accepted to the fleet's count of accepted calls, sets the
-// effective rate to the discovery's rate (@curve) or else applies the
-// additive increase (@success: a success was seen), applies
-// the header cap (@hint), keeps the effective rate within [@floor, rate] and
-// returns the grant with the row. The increase is @increase of the rate per
+// leaseSQL refills the bucket to its time (@now, or the database's clock) at
+// the old effective rate, grants up to @want tokens that are due within
+// @window seconds (none during a penalty), adds @accepted to the fleet's
+// count of accepted calls, sets the effective rate to the discovery's rate
+// (@curve) or else applies the additive increase (@success: a success was
+// seen), applies the header cap (@hint), keeps the effective rate within
+// [@floor, rate] and returns the grant with the row and its time. The increase is @increase of the rate per
 // second since the later of the last increase and the end of the hold,
 // counting at most one second. The test model (aimd and bucket in the test
 // files) follows the same rules and is checked against this statement.
 const leaseSQL = `
-WITH cur AS (
-    SELECT name, rate, burst, effective_rate, decrease_hold_until, increased_at,
-           greatest(coalesce(updated_at, @now::timestamptz), @now::timestamptz) AS t0,
+WITH clock AS (
+    SELECT coalesce(@now::timestamptz, clock_timestamp()) AS clock_now
+), cur AS (
+    SELECT name, rate, burst, effective_rate, decrease_hold_until, increased_at, clock_now,
+           greatest(coalesce(updated_at, clock_now), clock_now) AS t0,
            CASE WHEN updated_at IS NULL THEN burst::float8
                 ELSE least(burst::float8, tokens + effective_rate *
-                     greatest(0, extract(epoch FROM (@now::timestamptz - updated_at)))::float8) END AS avail,
-           coalesce(penalty_until > @now::timestamptz, false) AS penalised,
-           coalesce(decrease_hold_until > @now::timestamptz, false) AS held
-      FROM rate_limiters
+                     greatest(0, extract(epoch FROM (clock_now - updated_at)))::float8) END AS avail,
+           coalesce(penalty_until > clock_now, false) AS penalised,
+           coalesce(decrease_hold_until > clock_now, false) AS held
+      FROM rate_limiters, clock
      WHERE name = @name
-       FOR UPDATE
+       FOR UPDATE OF rate_limiters
 ), next AS (
     SELECT cur.*,
            CASE WHEN penalised THEN 0
@@ -94,15 +96,15 @@ UPDATE rate_limiters r
        updated_at = next.t0,
        effective_rate = greatest(least(@floor::float8, r.rate), least(r.rate,
            coalesce(@curve::float8, r.effective_rate + CASE WHEN next.grow THEN r.rate * @increase::float8 * least(1, greatest(0,
-               extract(epoch FROM (@now::timestamptz - coalesce(greatest(r.increased_at, r.decrease_hold_until), @now::timestamptz))))::float8)
+               extract(epoch FROM (next.clock_now - coalesce(greatest(r.increased_at, r.decrease_hold_until), next.clock_now))))::float8)
                ELSE 0 END),
            coalesce(@hint::float8, 'Infinity'::float8))),
-       increased_at = CASE WHEN next.grow OR @curve::float8 IS NOT NULL THEN @now::timestamptz ELSE r.increased_at END,
+       increased_at = CASE WHEN next.grow OR @curve::float8 IS NOT NULL THEN next.clock_now ELSE r.increased_at END,
        accepted = r.accepted + @accepted::bigint
   FROM next
  WHERE r.name = next.name
 RETURNING next.n, next.avail, next.t0, next.penalised, r.rate, r.burst, r.effective_rate, r.penalty_until, r.throttles,
-          r.accepted, r.throttled_at, r.throttled_accepted`
+          r.accepted, r.throttled_at, r.throttled_accepted, next.clock_now`
 
 // lease runs leaseSQL at now for want tokens with what rep tells the row.
 // follow is 0 when the discovery has no rate to set.
@@ -118,7 +120,7 @@ func (l *Shared) lease(ctx context.Context, now time.Time, want int, rep report,
 	}
 	args := pgx.StrictNamedArgs{
 		"name":     l.cfg.Name,
-		"now":      now,
+		"now":      l.stmtNow(now),
 		"want":     want,
 		"window":   l.cfg.LeaseWindow.Seconds(),
 		"success":  rep.success,
@@ -130,17 +132,21 @@ func (l *Shared) lease(ctx context.Context, now time.Time, want int, rep report,
 	}
 	err := l.pool.QueryRow(ctx, leaseSQL, args).
 		Scan(append([]any{&res.n, &res.avail, &res.t0, &res.penalised}, res.row.dest()...)...)
+	received := l.cfg.Now()
 	l.mu.Lock()
+	defer l.mu.Unlock()
 	l.snap.RoundTrips++
-	l.mu.Unlock()
 	if errors.Is(err, pgx.ErrNoRows) {
 		return res, fmt.Errorf("limiter row %s deleted", l.cfg.Name)
 	}
 	if err != nil {
 		return res, err
 	}
+	// The grant's times are on the database's clock: local's are not.
+	l.learnClock(now, received, res.row.Now)
+	res.t0 = l.clock.toLocal(res.t0)
 	if res.row.PenaltyUntil != nil {
-		res.penaltyUntil = *res.row.PenaltyUntil
+		res.penaltyUntil = l.clock.toLocal(*res.row.PenaltyUntil)
 	}
 	return res, nil
 }

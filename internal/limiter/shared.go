@@ -23,7 +23,8 @@ type Snapshot struct {
 	Burst int
 	// EffectiveRate is the adaptive rate in force, requests per second.
 	EffectiveRate float64
-	// PenaltyUntil is when the latest penalty ends (zero if none).
+	// PenaltyUntil is when the latest penalty ends (zero if none), on this
+	// process's clock (Config.Now).
 	PenaltyUntil time.Time
 	// Throttles counts the throttles reported by all processes.
 	Throttles int64
@@ -70,6 +71,8 @@ type Shared struct {
 	waiters  int           // callers inside Wait
 	disc     *discovery    // nil when Recovery is negative
 	seenAt   time.Time     // throttled_at of the row last applied
+	clock    dbClock       // the database's clock against Config.Now
+	resets   resetBound    // the reset of the provider's quota window
 	snap     Snapshot
 
 	stop   context.CancelFunc
@@ -151,16 +154,41 @@ type rowState struct {
 	Accepted          int64
 	ThrottledAt       *time.Time
 	ThrottledAccepted int64
+	// Now is the statement's time: the database's clock, or the @now a
+	// test passed. The row's times (PenaltyUntil, ThrottledAt) are on the
+	// same clock.
+	Now time.Time
 }
 
+// dest scans rowColumns followed by the statement's time.
 func (r *rowState) dest() []any {
 	return []any{&r.Rate, &r.Burst, &r.EffectiveRate, &r.PenaltyUntil, &r.Throttles,
-		&r.Accepted, &r.ThrottledAt, &r.ThrottledAccepted}
+		&r.Accepted, &r.ThrottledAt, &r.ThrottledAccepted, &r.Now}
 }
 
 const rowColumns = `rate, burst, effective_rate, penalty_until, throttles, accepted, throttled_at, throttled_accepted`
 
-// apply records a row read at now. Called with l.mu held.
+// stmtNow is the @now of a statement issued at local time now: nil, so
+// the statement takes the database's clock, unless Config.LocalClock.
+func (l *Shared) stmtNow(now time.Time) *time.Time {
+	if l.cfg.LocalClock {
+		return &now
+	}
+	return nil
+}
+
+// learnClock records a round trip sent and received at local times whose
+// statement ran at db, unless Config.LocalClock: the clocks are then one.
+// Called with l.mu held.
+func (l *Shared) learnClock(sent, received, db time.Time) {
+	if !l.cfg.LocalClock {
+		l.clock.sample(sent, received, db)
+	}
+}
+
+// apply records a row read at now (local). The discovery works on the
+// database's clock; local's slots and penalties on the local one. Called
+// with l.mu held.
 func (l *Shared) apply(r rowState, now time.Time) {
 	if r.Rate != l.snap.Rate || r.Burst != l.snap.Burst {
 		if l.snap.Rate != 0 {
@@ -180,14 +208,15 @@ func (l *Shared) apply(r rowState, now time.Time) {
 			l.disc.throttled(*r.ThrottledAt, r.ThrottledAccepted, resume)
 			l.seenAt = *r.ThrottledAt
 		}
-		l.disc.observe(now, r.Accepted, r.Rate)
+		l.disc.observe(r.Now, r.Accepted, r.Rate)
 	}
 	l.snap.Rate, l.snap.Burst, l.snap.EffectiveRate, l.snap.Throttles = r.Rate, r.Burst, r.EffectiveRate, r.Throttles
 	l.snap.Accepted = r.Accepted
 	l.snap.ReadAt = now
 	if r.PenaltyUntil != nil {
-		l.snap.PenaltyUntil = *r.PenaltyUntil
-		l.local.penalised(*r.PenaltyUntil)
+		until := l.clock.toLocal(*r.PenaltyUntil)
+		l.snap.PenaltyUntil = until
+		l.local.penalised(until)
 	}
 }
 
@@ -195,7 +224,9 @@ func (l *Shared) apply(r rowState, now time.Time) {
 func (l *Shared) read(ctx context.Context) error {
 	now := l.cfg.Now()
 	var r rowState
-	err := l.pool.QueryRow(ctx, `SELECT `+rowColumns+` FROM rate_limiters WHERE name = $1`, l.cfg.Name).Scan(r.dest()...)
+	err := l.pool.QueryRow(ctx, `SELECT `+rowColumns+`, coalesce(@now::timestamptz, clock_timestamp()) FROM rate_limiters WHERE name = @name`,
+		pgx.StrictNamedArgs{"name": l.cfg.Name, "now": l.stmtNow(now)}).Scan(r.dest()...)
+	received := l.cfg.Now()
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	l.snap.RoundTrips++
@@ -205,6 +236,7 @@ func (l *Shared) read(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("read limiter %s: %w", l.cfg.Name, err)
 	}
+	l.learnClock(now, received, r.Now)
 	l.apply(r, now)
 	return nil
 }

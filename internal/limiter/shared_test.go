@@ -199,8 +199,8 @@ func TestSharedAIMD(t *testing.T) {
 	}
 	clock := &fakeClock{now: t0}
 	// Plain AIMD: the recovery curve is tested on its own.
-	l := openShared(t, p1, Config{Now: clock.Now, Recovery: -1})
-	other := openShared(t, p2, Config{Now: clock.Now})
+	l := openShared(t, p1, Config{Now: clock.Now, LocalClock: true, Recovery: -1})
+	other := openShared(t, p2, Config{Now: clock.Now, LocalClock: true})
 	rate := func() float64 { return l.Snapshot().EffectiveRate }
 
 	mustThrottle := func(d time.Duration) {
@@ -334,8 +334,8 @@ func TestSharedCountsThrottlesForDiscovery(t *testing.T) {
 		t.Fatal(err)
 	}
 	clock := &fakeClock{now: t0}
-	l := openShared(t, p1, Config{Now: clock.Now})
-	other := openShared(t, p2, Config{Now: clock.Now})
+	l := openShared(t, p1, Config{Now: clock.Now, LocalClock: true})
+	other := openShared(t, p2, Config{Now: clock.Now, LocalClock: true})
 	for range 30 {
 		l.Succeeded()
 	}
@@ -429,7 +429,7 @@ func TestHistory(t *testing.T) {
 		t.Fatal(err)
 	}
 	clock := &fakeClock{now: time.Now()}
-	l := openShared(t, pool, Config{Name: "h", Now: clock.Now})
+	l := openShared(t, pool, Config{Name: "h", Now: clock.Now, LocalClock: true})
 	if err := l.Throttled(ctx, time.Second, RateLimited); err != nil {
 		t.Fatal(err)
 	}

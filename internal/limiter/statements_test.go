@@ -22,6 +22,11 @@ type modelRow struct {
 	holdUntil     time.Time
 	increasedAt   time.Time
 	throttles     int64
+	// The discovery's counts: accepted calls, and the latest counted
+	// throttle with the count then.
+	accepted          int64
+	throttledAt       time.Time
+	throttledAccepted int64
 }
 
 func (r modelRow) String() string {
@@ -31,25 +36,29 @@ func (r modelRow) String() string {
 		}
 		return "+" + t.Sub(t0).String()
 	}
-	return fmt.Sprintf("tokens %.9f at %s, effective rate %.9f, penalty until %s, hold until %s, increased at %s, %d throttles",
-		r.tokens, at(r.updatedAt), r.effectiveRate, at(r.penaltyUntil), at(r.holdUntil), at(r.increasedAt), r.throttles)
+	return fmt.Sprintf("tokens %.9f at %s, effective rate %.9f, penalty until %s, hold until %s, increased at %s, %d throttles, "+
+		"%d accepted, throttled at %s with %d",
+		r.tokens, at(r.updatedAt), r.effectiveRate, at(r.penaltyUntil), at(r.holdUntil), at(r.increasedAt), r.throttles,
+		r.accepted, at(r.throttledAt), r.throttledAccepted)
 }
 
 func readModelRow(t *testing.T, pool *pgxpool.Pool, name string) modelRow {
 	t.Helper()
 	var r modelRow
-	var updated, penalty, hold, increased *time.Time
+	var updated, penalty, hold, increased, throttled *time.Time
 	err := pool.QueryRow(context.Background(), `
-		SELECT tokens, updated_at, effective_rate, penalty_until, decrease_hold_until, increased_at, throttles
+		SELECT tokens, updated_at, effective_rate, penalty_until, decrease_hold_until, increased_at, throttles,
+		       accepted, throttled_at, throttled_accepted
 		  FROM rate_limiters WHERE name = $1`, name).
-		Scan(&r.tokens, &updated, &r.effectiveRate, &penalty, &hold, &increased, &r.throttles)
+		Scan(&r.tokens, &updated, &r.effectiveRate, &penalty, &hold, &increased, &r.throttles,
+			&r.accepted, &throttled, &r.throttledAccepted)
 	if err != nil {
 		t.Fatal(err)
 	}
 	for _, p := range []struct {
 		dst *time.Time
 		src *time.Time
-	}{{&r.updatedAt, updated}, {&r.penaltyUntil, penalty}, {&r.holdUntil, hold}, {&r.increasedAt, increased}} {
+	}{{&r.updatedAt, updated}, {&r.penaltyUntil, penalty}, {&r.holdUntil, hold}, {&r.increasedAt, increased}, {&r.throttledAt, throttled}} {
 		if p.src != nil {
 			*p.dst = p.src.UTC()
 		}
@@ -82,13 +91,14 @@ func TestStatementsMatchModel(t *testing.T) {
 			t.Fatal(err)
 		}
 		clock := &fakeClock{now: t0}
-		cfg.Now = clock.Now
+		cfg.Now, cfg.LocalClock = clock.Now, true
 		l := openShared(t, pool, cfg)
 		floor := DefaultFloor(rate)
 
 		b := newBucket(rate, burst, t0)
 		a := newAIMD(rate, floor, cfg.Decrease, cfg.Increase)
-		var throttles int64
+		var throttles, accepted, throttledAccepted int64
+		var throttledAt time.Time
 
 		for step := range 120 {
 			clock.Advance(time.Duration(rng.Int64N(int64(400 * time.Millisecond))).Truncate(time.Microsecond))
@@ -104,12 +114,17 @@ func TestStatementsMatchModel(t *testing.T) {
 				if r == 1 {
 					factor = 1
 				}
-				what = fmt.Sprintf("penalise %v ×%.3f", d, factor)
-				if err := l.penalise(ctx, now, now.Add(d), factor, 1, 0); err != nil {
+				n := rng.Int64N(5)
+				what = fmt.Sprintf("penalise %v ×%.3f, %d accepted", d, factor, n)
+				if err := l.penalise(ctx, now, now.Add(d), factor, 1, n); err != nil {
 					t.Fatal(err)
 				}
 				b.Penalise(now, d, 1)
+				accepted += n
 				if factor < 1 {
+					if !now.Before(a.holdUntil) {
+						throttledAt, throttledAccepted = now, accepted
+					}
 					a.Throttled(now, d)
 					throttles++
 				}
@@ -123,8 +138,10 @@ func TestStatementsMatchModel(t *testing.T) {
 				if rng.IntN(6) == 0 {
 					follow = rng.Float64() * rate * 1.5
 				}
-				what = fmt.Sprintf("lease %d success %v hint %.3f follow %.3f", want, success, hint, follow)
-				res, err := l.lease(ctx, now, want, report{success: success, hintRate: hint}, follow, floor)
+				ok := rng.Int64N(5)
+				what = fmt.Sprintf("lease %d success %v hint %.3f follow %.3f, %d accepted", want, success, hint, follow, ok)
+				res, err := l.lease(ctx, now, want, report{success: success, accepted: ok, hintRate: hint}, follow, floor)
+				accepted += ok
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -149,11 +166,13 @@ func TestStatementsMatchModel(t *testing.T) {
 			model := modelRow{
 				tokens: b.tokens, effectiveRate: a.Rate(), penaltyUntil: b.PenaltyUntil(),
 				holdUntil: a.holdUntil, increasedAt: a.increasedAt, throttles: throttles, updatedAt: b.last,
+				accepted: accepted, throttledAt: throttledAt, throttledAccepted: throttledAccepted,
 			}
 			if !near(got.tokens, model.tokens) || !near(got.effectiveRate, model.effectiveRate) ||
 				!got.updatedAt.Equal(model.updatedAt) || !got.penaltyUntil.Equal(model.penaltyUntil) ||
 				!got.holdUntil.Equal(model.holdUntil) || !got.increasedAt.Equal(model.increasedAt) ||
-				got.throttles != model.throttles {
+				got.throttles != model.throttles || got.accepted != model.accepted ||
+				!got.throttledAt.Equal(model.throttledAt) || got.throttledAccepted != model.throttledAccepted {
 				t.Fatalf("seed %d step %d (%s) at +%v:\nrow   %v\nmodel %v", seed, step, what, now.Sub(t0), got, model)
 			}
 		}

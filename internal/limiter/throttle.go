@@ -89,48 +89,58 @@ func (l *Shared) Observe(h Hints) {
 	now := l.cfg.Now()
 	l.mu.Lock()
 	defer l.mu.Unlock()
+	h = l.resets.refine(h)
 	r, ok := h.Rate(now)
 	if ok && r < l.snap.EffectiveRate {
 		l.local.hinted(r)
 	}
 	if ok && l.disc != nil {
-		l.disc.hinted(now, r)
+		l.disc.hinted(l.clock.toDB(now), r)
 	}
 	if until, ok := h.Exhausted(now); ok {
 		l.local.exhausted(minTime(until, now.Add(l.cfg.MaxHintPenalty)))
 	}
 }
 
-// penaliseSQL stops every lease before @until, leaving the bucket at most
-// @refill tokens then (at least one), adds @accepted to the fleet's count,
-// and (when @factor < 1 and no throttle window is open at @now) multiplies
-// the effective rate by @factor, not below @floor, opening a throttle window
-// until @hold and counting the throttle for the discovery (throttled_at,
-// throttled_accepted). The test model (bucket.Penalise and
+// penaliseSQL stops every lease for @pause_us microseconds from its time
+// (@now, or the database's clock), leaving the bucket at most @refill tokens
+// then (at least one), adds @accepted to the fleet's count, and (when
+// @factor < 1 and no throttle window is open) multiplies the effective rate
+// by @factor, not below @floor, opening a throttle window of the pause but
+// at least @min_hold_us and counting the throttle for the discovery
+// (throttled_at, throttled_accepted). The test model (bucket.Penalise and
 // aimd.Throttled in the test files) follows the same rules and is checked
 // against this statement.
 const penaliseSQL = `
+WITH t AS (
+    SELECT clock_now, clock_now + @pause_us::bigint * interval '1 microsecond' AS until,
+           clock_now + greatest(@pause_us::bigint, @min_hold_us::bigint) * interval '1 microsecond' AS hold,
+           @factor::float8 < 1 AS lowers
+      FROM (SELECT coalesce(@now::timestamptz, clock_timestamp()) AS clock_now) AS clock
+)
 UPDATE rate_limiters
    SET tokens = CASE WHEN updated_at IS NULL THEN least(greatest(1, @refill::float8), burst)::float8
-                     WHEN @until::timestamptz > updated_at THEN least(greatest(1, @refill::float8), burst, tokens + effective_rate *
-                          extract(epoch FROM (@until::timestamptz - updated_at))::float8)
+                     WHEN t.until > updated_at THEN least(greatest(1, @refill::float8), burst, tokens + effective_rate *
+                          extract(epoch FROM (t.until - updated_at))::float8)
                      ELSE tokens END,
-       updated_at = greatest(updated_at, @until::timestamptz),
-       penalty_until = greatest(penalty_until, @until::timestamptz),
-       effective_rate = CASE WHEN @factor::float8 < 1 AND coalesce(decrease_hold_until <= @now::timestamptz, true)
+       updated_at = greatest(updated_at, t.until),
+       penalty_until = greatest(penalty_until, t.until),
+       effective_rate = CASE WHEN t.lowers AND coalesce(decrease_hold_until <= t.clock_now, true)
                              THEN greatest(least(@floor::float8, rate), effective_rate * @factor::float8) ELSE effective_rate END,
-       decrease_hold_until = CASE WHEN @factor::float8 < 1 AND coalesce(decrease_hold_until <= @now::timestamptz, true)
-                                  THEN @hold::timestamptz ELSE decrease_hold_until END,
-       throttles = throttles + CASE WHEN @factor::float8 < 1 THEN 1 ELSE 0 END,
+       decrease_hold_until = CASE WHEN t.lowers AND coalesce(decrease_hold_until <= t.clock_now, true)
+                                  THEN t.hold ELSE decrease_hold_until END,
+       throttles = throttles + CASE WHEN t.lowers THEN 1 ELSE 0 END,
        accepted = accepted + @accepted::bigint,
-       throttled_at = CASE WHEN @factor::float8 < 1 AND coalesce(decrease_hold_until <= @now::timestamptz, true)
-                           THEN @now::timestamptz ELSE throttled_at END,
-       throttled_accepted = CASE WHEN @factor::float8 < 1 AND coalesce(decrease_hold_until <= @now::timestamptz, true)
+       throttled_at = CASE WHEN t.lowers AND coalesce(decrease_hold_until <= t.clock_now, true)
+                           THEN t.clock_now ELSE throttled_at END,
+       throttled_accepted = CASE WHEN t.lowers AND coalesce(decrease_hold_until <= t.clock_now, true)
                                  THEN accepted + @accepted::bigint ELSE throttled_accepted END
+  FROM t
  WHERE name = @name
-RETURNING ` + rowColumns
+RETURNING ` + rowColumns + `, t.clock_now`
 
-// penalise runs penaliseSQL: a penalty seen at now until until, with the
+// penalise runs penaliseSQL: a penalty seen at now (local) until until
+// (local: the pause is their difference, from the database's clock), with the
 // effective rate multiplied by factor (1: no decrease, not a throttle),
 // refill tokens released when it ends and accepted calls to count.
 func (l *Shared) penalise(ctx context.Context, now, until time.Time, factor, refill float64, accepted int64) error {
@@ -138,17 +148,18 @@ func (l *Shared) penalise(ctx context.Context, now, until time.Time, factor, ref
 	floor := l.floor()
 	l.mu.Unlock()
 	args := pgx.StrictNamedArgs{
-		"name":     l.cfg.Name,
-		"now":      now,
-		"until":    until,
-		"factor":   factor,
-		"refill":   refill,
-		"accepted": accepted,
-		"floor":    floor,
-		"hold":     now.Add(max(until.Sub(now), minHold)),
+		"name":        l.cfg.Name,
+		"now":         l.stmtNow(now),
+		"pause_us":    max(until.Sub(now), 0).Microseconds(),
+		"min_hold_us": minHold.Microseconds(),
+		"factor":      factor,
+		"refill":      refill,
+		"accepted":    accepted,
+		"floor":       floor,
 	}
 	var r rowState
 	err := l.pool.QueryRow(ctx, penaliseSQL, args).Scan(r.dest()...)
+	received := l.cfg.Now()
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	l.snap.RoundTrips++
@@ -158,6 +169,7 @@ func (l *Shared) penalise(ctx context.Context, now, until time.Time, factor, ref
 	if err != nil {
 		return err
 	}
+	l.learnClock(now, received, r.Now)
 	l.apply(r, now)
 	return nil
 }

@@ -18,6 +18,9 @@
 //	limiter_burst{limiter}                   gauge    configured burst
 //	limiter_penalty_seconds{limiter}         gauge    time left in the current 429 penalty
 //	limiter_throttles_total{limiter}         counter  throttles reported by every process
+//	limiter_estimated_rate{limiter}          gauge    provider's rate as measured between 429s (0: unknown)
+//	limiter_estimated_burst{limiter}         gauge    provider's burst as measured at start-up (0: unknown)
+//	limiter_accepted_total{limiter}          counter  calls the provider accepted, reported by every process
 //	provider_circuit_open{provider}          gauge    1 while the provider's circuit is open (calls stopped), else 0
 //	queue_messages{state}                    gauge    available, in_flight, delayed, dead_lettered
 //	queue_oldest_message_age_seconds         gauge    age of the oldest available message
@@ -109,6 +112,7 @@ type Collector struct {
 
 	calls, throttles, decisions, outcomes                     *prometheus.Desc
 	limRate, limEffective, limBurst, limPenalty, limThrottles *prometheus.Desc
+	limEstimate, limEstimatedBurst, limAccepted               *prometheus.Desc
 	queueMessages, queueOldest                                *prometheus.Desc
 	items, runDuration, runCompleted, readErrors              *prometheus.Desc
 	circuitOpen                                               *prometheus.Desc
@@ -118,16 +122,21 @@ type Collector struct {
 // NewCollector returns a Collector for cfg.
 func NewCollector(cfg Config) *Collector {
 	return &Collector{
-		cfg:           cfg.withDefaults(),
-		calls:         desc("provider_calls_total", "Provider calls made by this process, by answer class (1xx..5xx, error for no answer).", "class"),
-		throttles:     desc("provider_throttles_total", "Provider calls made by this process that were answered 429."),
-		decisions:     desc("consumer_decisions_total", "Decisions recorded by this process: acked, retried, dead_lettered.", "decision"),
-		outcomes:      desc("consumer_outcomes_total", "Terminal item outcomes recorded by this process.", "outcome"),
-		limRate:       desc("limiter_configured_rate", "Configured provider rate limit (ceiling), calls per second.", "limiter"),
-		limEffective:  desc("limiter_effective_rate", "Adaptive provider rate in force, calls per second.", "limiter"),
-		limBurst:      desc("limiter_burst", "Configured burst of the provider rate limit.", "limiter"),
-		limPenalty:    desc("limiter_penalty_seconds", "Time left in the current throttle penalty, seconds (0: none).", "limiter"),
-		limThrottles:  desc("limiter_throttles_total", "Throttles reported to the shared limiter by every process.", "limiter"),
+		cfg:          cfg.withDefaults(),
+		calls:        desc("provider_calls_total", "Provider calls made by this process, by answer class (1xx..5xx, error for no answer).", "class"),
+		throttles:    desc("provider_throttles_total", "Provider calls made by this process that were answered 429."),
+		decisions:    desc("consumer_decisions_total", "Decisions recorded by this process: acked, retried, dead_lettered.", "decision"),
+		outcomes:     desc("consumer_outcomes_total", "Terminal item outcomes recorded by this process.", "outcome"),
+		limRate:      desc("limiter_configured_rate", "Configured provider rate limit (ceiling), calls per second.", "limiter"),
+		limEffective: desc("limiter_effective_rate", "Adaptive provider rate in force, calls per second.", "limiter"),
+		limBurst:     desc("limiter_burst", "Configured burst of the provider rate limit.", "limiter"),
+		limPenalty:   desc("limiter_penalty_seconds", "Time left in the current throttle penalty, seconds (0: none).", "limiter"),
+		limThrottles: desc("limiter_throttles_total", "Throttles reported to the shared limiter by every process.", "limiter"),
+		limEstimate: desc("limiter_estimated_rate",
+			"Provider's rate as the limit discovery measured it between two throttles, calls per second (0: unknown).", "limiter"),
+		limEstimatedBurst: desc("limiter_estimated_burst",
+			"Provider's burst as the limit discovery measured it at start-up, calls (0: unknown).", "limiter"),
+		limAccepted:   desc("limiter_accepted_total", "Calls the provider accepted, reported to the shared limiter by every process.", "limiter"),
 		queueMessages: desc("queue_messages", "Queue messages by state: available, in_flight, delayed, dead_lettered.", "state"),
 		queueOldest:   desc("queue_oldest_message_age_seconds", "Age of the oldest available queue message since it was first published, seconds (0: none available)."),
 		items:         desc("items", "Ledger items of open and recently completed runs, by state.", "reconciliation_id", "state"),
@@ -141,8 +150,8 @@ func NewCollector(cfg Config) *Collector {
 // Describe implements prometheus.Collector.
 func (c *Collector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{c.calls, c.throttles, c.decisions, c.outcomes, c.limRate, c.limEffective,
-		c.limBurst, c.limPenalty, c.limThrottles, c.queueMessages, c.queueOldest, c.items, c.runDuration,
-		c.runCompleted, c.readErrors, c.circuitOpen} {
+		c.limBurst, c.limPenalty, c.limThrottles, c.limEstimate, c.limEstimatedBurst, c.limAccepted, c.queueMessages, c.queueOldest,
+		c.items, c.runDuration, c.runCompleted, c.readErrors, c.circuitOpen} {
 		ch <- d
 	}
 }
@@ -211,6 +220,9 @@ func (c *Collector) collectLimiter(ch chan<- prometheus.Metric, s limiter.Snapsh
 	ch <- prometheus.MustNewConstMetric(c.limBurst, prometheus.GaugeValue, float64(s.Burst), s.Name)
 	ch <- prometheus.MustNewConstMetric(c.limPenalty, prometheus.GaugeValue, penalty, s.Name)
 	ch <- prometheus.MustNewConstMetric(c.limThrottles, prometheus.CounterValue, float64(s.Throttles), s.Name)
+	ch <- prometheus.MustNewConstMetric(c.limEstimate, prometheus.GaugeValue, s.Estimate, s.Name)
+	ch <- prometheus.MustNewConstMetric(c.limEstimatedBurst, prometheus.GaugeValue, s.ProviderBurst, s.Name)
+	ch <- prometheus.MustNewConstMetric(c.limAccepted, prometheus.CounterValue, float64(s.Accepted), s.Name)
 }
 
 func (c *Collector) collectQueue(ctx context.Context, ch chan<- prometheus.Metric) error {

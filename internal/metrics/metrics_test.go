@@ -131,7 +131,7 @@ func TestScrapeShowsSnapshotsQueueAndLedger(t *testing.T) {
 		},
 		Limiter: func() limiter.Snapshot {
 			return limiter.Snapshot{Name: "provider", Rate: 5, Burst: 10, EffectiveRate: 2.5, Throttles: 7,
-				PenaltyUntil: now.Add(3 * time.Second)}
+				PenaltyUntil: now.Add(3 * time.Second), Estimate: 2.75, ProviderBurst: 4, Accepted: 41}
 		},
 		MoreLimiters: []func() limiter.Snapshot{func() limiter.Snapshot {
 			return limiter.Snapshot{Name: "provider:paypal", Rate: 40, Burst: 5, EffectiveRate: 40}
@@ -178,6 +178,9 @@ func TestScrapeShowsSnapshotsQueueAndLedger(t *testing.T) {
 		{"reconcile_limiter_configured_rate", []string{"limiter", "provider:paypal"}, 40},
 		{"reconcile_provider_circuit_open", []string{"provider", "stripe"}, 1},
 		{"reconcile_provider_circuit_open", []string{"provider", "paypal"}, 0},
+		{"reconcile_limiter_estimated_rate", []string{"limiter", "provider"}, 2.75},
+		{"reconcile_limiter_estimated_burst", []string{"limiter", "provider"}, 4},
+		{"reconcile_limiter_accepted_total", []string{"limiter", "provider"}, 41},
 		{"reconcile_queue_messages", []string{"state", "available"}, 6},
 		{"reconcile_queue_messages", []string{"state", "in_flight"}, 1},
 		{"reconcile_queue_messages", []string{"state", "delayed"}, 0},

@@ -122,8 +122,14 @@ func (s *Server) answerLocked(h http.Header, r *http.Request, id string, now tim
 	}
 	s.callsPerKey[key]++
 
-	ok, wait, rate := s.takeLocked(now)
-	if rate > 0 && s.cfg.RateLimitHeaders {
+	var ok bool
+	var wait time.Duration
+	var rate float64
+	if s.cfg.Window > 0 {
+		if ok, wait, rate = s.takeWindowLocked(now); rate > 0 {
+			s.windowHeadersLocked(h, now)
+		}
+	} else if ok, wait, rate = s.takeLocked(now); rate > 0 && s.cfg.RateLimitHeaders {
 		s.rateLimitHeadersLocked(h, rate)
 	}
 	if !ok {

@@ -83,6 +83,12 @@ type Config struct {
 	// RateLimitHeaders adds RateLimit-Policy and RateLimit headers (IETF
 	// draft) to every limited answer. Defaults to false.
 	RateLimitHeaders bool
+	// Window, when positive, limits calls by fixed windows of this length
+	// instead of the token bucket: the schedule's rate at a window's start
+	// times Window calls per window, advertised on every answer in the IETF
+	// RateLimit and RateLimit-Policy fields (see window.go). Defaults to 0:
+	// the token bucket.
+	Window time.Duration
 	// Latency delays every answer to a transaction lookup. The wait ends
 	// early when the request's context does. Defaults to none.
 	Latency Latency
@@ -114,6 +120,8 @@ type Server struct {
 	burst         float64
 	tokens        float64
 	refilled      time.Time
+	windowStart   time.Time // Window: the current window's start
+	windowUsed    int64     // Window: calls counted in it
 	callsPerID    map[string]int
 	callsPerKey   map[string]int
 	byStatus      map[int]int64
@@ -141,8 +149,8 @@ func New(cfg Config) (*Server, error) {
 	if sh.sum() > 1+1e-9 {
 		return nil, fmt.Errorf("simulator config: Shares add up to %v: want at most 1", sh.sum())
 	}
-	if cfg.TransientCalls < 0 || cfg.Burst < 0 || cfg.Latency.Fixed < 0 || cfg.Latency.Jitter < 0 {
-		return nil, fmt.Errorf("simulator config: TransientCalls, Burst and Latency must not be negative")
+	if cfg.TransientCalls < 0 || cfg.Burst < 0 || cfg.Window < 0 || cfg.Latency.Fixed < 0 || cfg.Latency.Jitter < 0 {
+		return nil, fmt.Errorf("simulator config: TransientCalls, Burst, Window and Latency must not be negative")
 	}
 	cfg.TransientCalls = cmp.Or(cfg.TransientCalls, 2)
 	if cfg.Now == nil {

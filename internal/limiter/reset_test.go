@@ -1,0 +1,38 @@
+package limiter
+
+import (
+	"testing"
+	"time"
+)
+
+func TestResetBound(t *testing.T) {
+	t.Parallel()
+	ms := time.Millisecond
+	// The window resets at +10.3 s; answers say t rounded up.
+	reset := t0.Add(10300 * ms)
+	var b resetBound
+	for _, tt := range []struct {
+		at   time.Duration
+		want time.Duration // the narrowed reset, from t0
+	}{
+		{0, 11 * time.Second},    // t=11
+		{800 * ms, 10800 * ms},   // t=10: (9.8, 10.8]
+		{7400 * ms, 10400 * ms},  // t=3: (9.4, 10.4]
+		{9350 * ms, 10350 * ms},  // t=1: (9.35, 10.35]
+		{10500 * ms, 20500 * ms}, // the next window: t=10 from 10.5 s
+	} {
+		now := t0.Add(tt.at)
+		r := reset
+		if now.After(reset) {
+			r = reset.Add(10 * time.Second)
+		}
+		secs := time.Duration((r.Sub(now) + time.Second - 1) / time.Second * time.Second)
+		got := b.refine(Hints{Reset: now.Add(secs)})
+		if !got.Reset.Equal(t0.Add(tt.want)) {
+			t.Errorf("at +%v (t=%v): reset +%v, want +%v", tt.at, secs, got.Reset.Sub(t0), tt.want)
+		}
+		if got.Reset.Before(r) {
+			t.Errorf("at +%v: reset +%v is before the real one +%v", tt.at, got.Reset.Sub(t0), r.Sub(t0))
+		}
+	}
+}
