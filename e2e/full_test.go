@@ -643,3 +643,20 @@ func rss(pid int) (int, error) {
 	}
 	return 0, errors.New("no VmRSS line")
 }
+
+// warningCounts counts a process's WARN and ERROR log lines by "LEVEL
+// message" and returns the longest such line's length in bytes.
+func warningCounts(p *proc) (map[string]int, int) {
+	count := map[string]int{}
+	longest := 0
+	sc := bufio.NewScanner(strings.NewReader(p.stderr.String()))
+	sc.Buffer(nil, 1<<20)
+	for sc.Scan() {
+		var line struct{ Level, Msg string }
+		if json.Unmarshal(sc.Bytes(), &line) == nil && (line.Level == "WARN" || line.Level == "ERROR") {
+			count[line.Level+" "+line.Msg]++
+			longest = max(longest, len(sc.Bytes()))
+		}
+	}
+	return count, longest
+}

@@ -12,10 +12,8 @@
 package e2e
 
 import (
-	"bufio"
 	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"net/http"
@@ -458,21 +456,4 @@ func (w *world) done(t testing.TB) (bool, string) {
 func consumeArgs(extra ...string) []string {
 	return append([]string{"consume", "--log-format", "json", "--backoff-base", "20ms", "--backoff-cap", "200ms",
 		"--max-attempts", "5"}, extra...)
-}
-
-// warningCounts counts a process's WARN and ERROR log lines by "LEVEL
-// message" and returns the longest such line's length in bytes.
-func warningCounts(p *proc) (map[string]int, int) {
-	count := map[string]int{}
-	longest := 0
-	sc := bufio.NewScanner(strings.NewReader(p.stderr.String()))
-	sc.Buffer(nil, 1<<20)
-	for sc.Scan() {
-		var line struct{ Level, Msg string }
-		if json.Unmarshal(sc.Bytes(), &line) == nil && (line.Level == "WARN" || line.Level == "ERROR") {
-			count[line.Level+" "+line.Msg]++
-			longest = max(longest, len(sc.Bytes()))
-		}
-	}
-	return count, longest
 }
