@@ -291,6 +291,10 @@ func (d *discovery) floor() float64 {
 	return minRate
 }
 
+// maxBurstSeconds caps the burst learned at start-up, in seconds of the
+// estimated rate.
+const maxBurstSeconds = 1.5
+
 // learnBurst derives the provider's burst from the calls accepted before the
 // first 429 (its bucket full at the start), then measures the rate again
 // with it.
@@ -298,6 +302,10 @@ func (d *discovery) learnBurst(at time.Time) {
 	for range 2 {
 		span := d.coldTo.at.Sub(d.coldFrom.at).Seconds()
 		b := float64(d.coldTo.accepted-d.coldFrom.accepted) - d.estimate*span
+		// A first 429 long after the start says the limit was higher
+		// then (it fell), not that the bucket is that deep: a provider's
+		// bucket holds about a second of its rate.
+		b = math.Min(b, math.Max(d.estimate*maxBurstSeconds, 1))
 		d.burst = math.Max(b, 1)
 		if m, ok := d.measure(at); ok {
 			d.estimate = m
