@@ -48,9 +48,6 @@ func Load(nameOrFile string) (*Profile, error) {
 // Parse parses a profile file. file names it in errors. Every problem is an
 // [*Error] with the file, the line and the key.
 func Parse(file string, data []byte) (*Profile, error) {
-	if len(data) > MaxFileSize {
-		return nil, &Error{File: file, Msg: fmt.Sprintf("larger than %d bytes", MaxFileSize)}
-	}
 	root, err := parseTree(file, data)
 	if err != nil {
 		return nil, err

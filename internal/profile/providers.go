@@ -86,9 +86,6 @@ func LoadProviders(file string) (*Providers, error) {
 // is not positive, credentials the profile's auth strategy does not read,
 // a default that is not one of the providers.
 func ParseProviders(file string, data []byte) (*Providers, error) {
-	if len(data) > MaxFileSize {
-		return nil, &Error{File: file, Msg: fmt.Sprintf("larger than %d bytes", MaxFileSize)}
-	}
 	root, err := parseTree(file, data)
 	if err != nil {
 		return nil, err

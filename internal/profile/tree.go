@@ -56,8 +56,12 @@ func (k kind) String() string {
 // maxDepth bounds the nesting of a profile file; real ones nest 3 deep.
 const maxDepth = 32
 
-// parseTree parses data into a tree. Errors carry the line of the fault.
+// parseTree parses data, at most MaxFileSize bytes, into a tree. Errors
+// carry the line of the fault.
 func parseTree(file string, data []byte) (node, error) {
+	if len(data) > MaxFileSize {
+		return node{}, &Error{File: file, Msg: fmt.Sprintf("larger than %d bytes", MaxFileSize)}
+	}
 	t := &treeReader{file: file, data: data, dec: json.NewDecoder(bytes.NewReader(data))}
 	t.dec.UseNumber()
 	tok, err := t.token()
