@@ -24,6 +24,10 @@ const (
 	warnClaim   = "claim failed; retrying"
 	warnRecord  = "recording failed; retrying"
 	warnRelease = "release failed; the messages return after their lease"
+	// warnRecordGaveUp: recording failed until the lease ran out; the
+	// message comes back to a consumer, which calls the provider again
+	// under the same key.
+	warnRecordGaveUp = "recording failed until the lease ran out; the messages return"
 )
 
 // claimLoop claims batches of l's messages for free worker slots until ctx

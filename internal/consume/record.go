@@ -125,6 +125,7 @@ func (r *recorder) recordBatch(ctx context.Context, batch []result) {
 		})
 		if err == nil {
 			r.c.dbWarn.OK(warnRecord, "recording works again")
+			r.c.dbWarn.OK(warnRecordGaveUp, "results whose lease ran out while recording failed came back to the queue")
 			for _, b := range batch {
 				r.c.stats.count(b.s)
 			}
@@ -155,6 +156,7 @@ func (r *recorder) recordOne(ctx context.Context, logger *slog.Logger, j job, s 
 		switch {
 		case err == nil:
 			r.c.dbWarn.OK(warnRecord, "recording works again")
+			r.c.dbWarn.OK(warnRecordGaveUp, "results whose lease ran out while recording failed came back to the queue")
 			r.c.stats.count(s)
 			r.completed(res)
 			return
@@ -171,8 +173,10 @@ func (r *recorder) recordOne(ctx context.Context, logger *slog.Logger, j job, s 
 			return
 		}
 		wait := backoffDB(failures + 1)
-		if failures >= 8 {
-			logger.Error("recording failed; the message returns after its lease", "err", err)
+		if time.Since(j.claimedAt)+wait >= r.c.queue.Visibility() {
+			// The lease is over: the message comes back to a consumer,
+			// which calls the provider again under the same key.
+			r.c.dbWarn.Fail(warnRecordGaveUp, dbconn.ElideValues(err), "message_id", j.d.ID)
 			return
 		}
 		r.c.dbWarn.Fail(warnRecord, dbconn.ElideValues(err), "retry_in", wait)
