@@ -193,15 +193,22 @@ func (h *Handler) redrive(w http.ResponseWriter, r *http.Request, u User) error 
 		Detail: fmt.Sprintf("Redrove %d dead letter(s) back to the queue.", n)})
 }
 
+// runOnly reads run id in a read-only transaction of its own.
+func (h *Handler) runOnly(ctx context.Context, id uuid.UUID) (runRow, error) {
+	var run runRow
+	err := h.read(ctx, h.cfg.StatementTimeout, func(rd *reader) error {
+		var err error
+		run, err = loadRun(ctx, rd, id)
+		return err
+	})
+	return run, err
+}
+
 // actionDone renders the result of an action with the run as it is now.
 func (h *Handler) actionDone(w http.ResponseWriter, r *http.Request, u User, id uuid.UUID, d actionData) error {
 	d.Done = true
-	err := h.read(r.Context(), h.cfg.StatementTimeout, func(rd *reader) error {
-		var err error
-		d.Run, err = loadRun(r.Context(), rd, id)
-		return err
-	})
-	if err != nil {
+	var err error
+	if d.Run, err = h.runOnly(r.Context(), id); err != nil {
 		return err
 	}
 	h.render(w, r, http.StatusOK, "action", view{Title: "Done", User: &u, Data: d, Notice: d.Detail})
@@ -368,12 +375,7 @@ func (h *Handler) cancelPreview(w http.ResponseWriter, r *http.Request, u User) 
 		return err
 	}
 	d := actionData{Action: "cancel", Hidden: url.Values{}}
-	err = h.read(r.Context(), h.cfg.StatementTimeout, func(rd *reader) error {
-		var err error
-		d.Run, err = loadRun(r.Context(), rd, id)
-		return err
-	})
-	if err != nil {
+	if d.Run, err = h.runOnly(r.Context(), id); err != nil {
 		return err
 	}
 	d.Count = d.Run.Open
@@ -392,12 +394,7 @@ func (h *Handler) cancel(w http.ResponseWriter, r *http.Request, u User) error {
 	if err != nil {
 		return err
 	}
-	var run runRow
-	err = h.read(r.Context(), h.cfg.StatementTimeout, func(rd *reader) error {
-		var err error
-		run, err = loadRun(r.Context(), rd, id)
-		return err
-	})
+	run, err := h.runOnly(r.Context(), id)
 	if err != nil {
 		return err
 	}
