@@ -47,6 +47,16 @@ const (
 	// the probe period has grown.
 	comebackWatch = 60 * time.Second
 	comebackShare = 0.9
+	// comebackProbe is the probe period while watching for a comeback
+	// when a probe costs nothing but its 429s (the pause's refill is
+	// released at once), so that a return is found within a second or
+	// so; when a probe costs part of a pause it is firstProbe.
+	comebackProbe = time.Second
+	// heldFor is how long the provider must have accepted the configured
+	// rate at start-up for a first 429 to count as a fall from it (a
+	// provider's bucket holds about a second of its rate, so a rate held
+	// longer was its limit).
+	heldFor = 2 * time.Second
 	// maxSamples bounds the samples of the accepted count kept between two
 	// throttles.
 	maxSamples = 4096
@@ -214,6 +224,9 @@ func (d *discovery) throttled(at time.Time, accepted int64, resume time.Time) {
 		}
 		d.estimate, d.guess = math.Max(sent*d.decrease, d.floor()), true
 		d.period = measureProbe
+		if at.Sub(d.coldFrom.at) >= heldFor {
+			d.fellFrom, d.fellAt = sent, at
+		}
 		d.record(at, causeThrottle, d.estimate*cruiseShare, "first 429: the rate halves until the next one measures it")
 	case prev == phaseCruise && !d.guess:
 		// Unexpected: the limit fell below the estimate.
@@ -240,8 +253,8 @@ func (d *discovery) throttled(at time.Time, accepted int64, resume time.Time) {
 				shortest = 2 * firstProbe
 			}
 			d.period = min(max(2*d.period, shortest), longest)
-			if at.Sub(d.fellAt) < comebackWatch && d.estimate < comebackShare*d.fellFrom {
-				d.period = firstProbe
+			if d.comingBack(at) {
+				d.period = d.comebackPeriod(resume.Sub(at))
 			}
 			d.record(at, causeProbe, d.estimate*cruiseShare, "probe found the limit unchanged")
 		default:
@@ -249,15 +262,18 @@ func (d *discovery) throttled(at time.Time, accepted int64, resume time.Time) {
 				d.fellFrom, d.fellAt = d.estimate, at
 			}
 			d.estimate, d.guess = math.Max(m, d.floor()), false
+			if d.burst == 0 && !d.coldTo.at.IsZero() {
+				d.learnBurst(at)
+			}
 			d.period = firstProbe
+			if d.comingBack(at) {
+				d.period = d.comebackPeriod(resume.Sub(at))
+			}
 			if prev == phaseSurge {
 				// The span measured began under the old limit, so
 				// it understates the new one: measure again soon,
 				// from this 429.
 				d.period = measureProbe
-			}
-			if d.burst == 0 && !d.coldTo.at.IsZero() {
-				d.learnBurst(at)
 			}
 			d.record(at, causeEstimate, d.estimate*cruiseShare, "measured between two 429s")
 		}
@@ -281,6 +297,22 @@ func (d *discovery) longestPeriod(pause time.Duration) time.Duration {
 	}
 	cheap := time.Duration(float64(time.Second) / (probeShare * d.estimate))
 	return min(max(firstProbe, cheap), lastProbe)
+}
+
+// comingBack reports whether at is within comebackWatch of a fall of the
+// limit and the estimate is still well under the rate before it.
+func (d *discovery) comingBack(at time.Time) bool {
+	return !d.fellAt.IsZero() && at.Sub(d.fellAt) < comebackWatch && d.estimate < comebackShare*d.fellFrom
+}
+
+// comebackPeriod is the probe period while watching for a comeback, for
+// pauses of the given length: comebackProbe when a probe costs only its
+// 429s, firstProbe when it costs part of a pause.
+func (d *discovery) comebackPeriod(pause time.Duration) time.Duration {
+	if d.longestPeriod(pause) < lastProbe {
+		return comebackProbe
+	}
+	return firstProbe
 }
 
 // floor is the lowest estimate: DefaultFloor of the configured rate.

@@ -253,22 +253,29 @@ func TestDiscoveryChanging(t *testing.T) {
 		rates      []float64
 		length     time.Duration
 		efficiency float64
-		within     []int // seconds to within 10% of each new rate
-		burst      int   // the provider's; 0: the highest rate
+		within     []int   // seconds to within 10% of each new rate
+		burst      int     // the provider's; 0: the highest rate
+		ceiling    float64 // the configured rate; 0: three times the highest
 	}{
 		// The rise is found at the next probe, at most 5 s after the
 		// previous one while probes cost nothing but their 429s, and
 		// measured again a second after the 429 that ends the surge.
-		{"60-240", []time.Duration{0, 20 * s}, []float64{60, 240}, 60 * s, 0.85, []int{5}, 0},
-		{"60-240-at-17s", []time.Duration{0, 17 * s}, []float64{60, 240}, 60 * s, 0.85, []int{5}, 0},
-		{"60-240-at-23s", []time.Duration{0, 23 * s}, []float64{60, 240}, 60 * s, 0.85, []int{5}, 0},
-		{"240-60", []time.Duration{0, 20 * s}, []float64{240, 60}, 60 * s, 0.85, []int{2}, 0},
-		{"100-40-150", []time.Duration{0, 10 * s, 25 * s}, []float64{100, 40, 150}, 60 * s, 0.85, []int{5, 15}, 0},
-		{"20-10-30", []time.Duration{0, 40 * s, 80 * s}, []float64{20, 10, 30}, 120 * s, 0.85, []int{10, 10}, 0},
+		{"60-240", []time.Duration{0, 20 * s}, []float64{60, 240}, 60 * s, 0.85, []int{5}, 0, 0},
+		{"60-240-at-17s", []time.Duration{0, 17 * s}, []float64{60, 240}, 60 * s, 0.85, []int{5}, 0, 0},
+		{"60-240-at-23s", []time.Duration{0, 23 * s}, []float64{60, 240}, 60 * s, 0.85, []int{5}, 0, 0},
+		{"240-60", []time.Duration{0, 20 * s}, []float64{240, 60}, 60 * s, 0.85, []int{2}, 0, 0},
+		{"100-40-150", []time.Duration{0, 10 * s, 25 * s}, []float64{100, 40, 150}, 60 * s, 0.85, []int{5, 15}, 0, 0},
+		{"20-10-30", []time.Duration{0, 40 * s, 80 * s}, []float64{20, 10, 30}, 120 * s, 0.85, []int{10, 10}, 0, 0},
 		// The benchmark's changing limit: a provider bucket of 5 calls,
 		// so every probe costs most of its pause; after the fall the
 		// probes keep to every 5 s, and find the return.
-		{"20-10-30-burst-5", []time.Duration{0, 40 * s, 80 * s}, []float64{20, 10, 30}, 120 * s, 0.75, []int{10, 12}, 5},
+		{"20-10-30-burst-5", []time.Duration{0, 40 * s, 80 * s}, []float64{20, 10, 30}, 120 * s, 0.75, []int{10, 12}, 5, 0},
+		// The demo's provider: the consumer is told its first rate, so
+		// the first 429 comes when the limit falls, seconds in; it counts
+		// as a fall, and the cheap probes that follow find the return
+		// within a few seconds wherever it comes.
+		{"demo-300-100-250", []time.Duration{0, 3 * s, 12 * s}, []float64{300, 100, 250}, 30 * s, 0.85, []int{3, 4}, 0, 300},
+		{"demo-300-100-250-at-14s", []time.Duration{0, 3 * s, 14 * s}, []float64{300, 100, 250}, 30 * s, 0.85, []int{3, 4}, 0, 300},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
@@ -277,7 +284,8 @@ func TestDiscoveryChanging(t *testing.T) {
 				top = math.Max(top, r)
 			}
 			burst := cmp.Or(tc.burst, int(top))
-			r := simulate(simConfig{limit: steps(tc.at, tc.rates), providerBurst: burst, ceiling: 3 * top,
+			ceiling := cmp.Or(tc.ceiling, 3*top)
+			r := simulate(simConfig{limit: steps(tc.at, tc.rates), providerBurst: burst, ceiling: ceiling,
 				burst: max(10, int(top/5)), latency: 5 * time.Millisecond, length: tc.length})
 			t.Logf("%s: efficiency %.1f%%%s\n%s", tc.name, 100*r.efficiency(), formatChanges(r.changes), formatSeries(r.series))
 			if r.efficiency() < tc.efficiency {
@@ -294,6 +302,55 @@ func TestDiscoveryChanging(t *testing.T) {
 				if got > want {
 					t.Errorf("within 10%% of %v/s after %d s, want <= %d", tc.rates[i+1], got, want)
 				}
+			}
+		})
+	}
+}
+
+// TestDiscoveryWatchesForAComeback checks the probe period after the limit
+// fell from a rate the provider had accepted for seconds: while a probe
+// costs only its 429s (the provider's bucket holds a pause's refill) the
+// probes come every comebackProbe after each pause, so a return is found
+// soon; once comebackWatch has passed they space out again.
+func TestDiscoveryWatchesForAComeback(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name    string
+		burst   int
+		longest time.Duration // the longest gap between probes in the watch
+		least   time.Duration // the shortest longest gap after it
+	}{
+		// A gap is the probe (up to 1.5 s), its pause (1 s) and the
+		// period.
+		{"cheap probes", 300, 3500 * time.Millisecond, 5 * time.Second},
+		// A bucket of 5 calls: every probe costs most of a pause.
+		{"dear probes", 5, 7500 * time.Millisecond, 10 * time.Second},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			r := simulate(simConfig{limit: steps([]time.Duration{0, 3 * time.Second}, []float64{300, 100}),
+				providerBurst: tc.burst, ceiling: 300, burst: tc.burst, latency: 5 * time.Millisecond, length: 120 * time.Second})
+			var starts []time.Duration
+			for _, c := range r.changes {
+				if c.cause == causeProbe && c.detail == "probe starts" {
+					starts = append(starts, c.at.Sub(t0))
+				}
+			}
+			var inWatch, after time.Duration
+			for i := 1; i < len(starts); i++ {
+				gap := starts[i] - starts[i-1]
+				if starts[i] < 3*time.Second+comebackWatch {
+					inWatch = max(inWatch, gap)
+				} else if starts[i-1] > 3*time.Second+comebackWatch {
+					after = max(after, gap)
+				}
+			}
+			t.Logf("probes at %v%s", starts, formatChanges(r.changes))
+			if len(starts) < 3 || inWatch > tc.longest {
+				t.Errorf("longest gap between probes in the watch %v, want <= %v", inWatch, tc.longest)
+			}
+			if after < tc.least {
+				t.Errorf("longest gap between probes after the watch %v, want >= %v", after, tc.least)
 			}
 		})
 	}
