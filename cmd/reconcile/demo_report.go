@@ -165,18 +165,35 @@ func printQueries(w io.Writer, psql, example string) {
 		strings.ReplaceAll(example, "'", "''"))
 }
 
-// describePhases summarises the simulator's per-second series by the limit
-// in force: how close the consumer kept to each limit.
+// describePhases sums the simulator's per-second series by limit phase:
+// calls per second while each limit was in force, up to the second of the
+// last transaction's first call. The seconds after it are the retries of the
+// last few transactions waiting out their backoff, which no limit governs:
+// they are counted apart.
 func describePhases(series []providersim.Second) string {
 	type phase struct {
 		limit   float64
 		calls   int64
 		seconds int
 	}
+	busy := len(series) - 1
+	for busy > 0 && series[busy].FirstCalls == 0 {
+		busy--
+	}
+	if busy == 0 && series[0].FirstCalls == 0 {
+		busy = len(series) - 1 // a series without first calls: all of it
+	}
 	var phases []phase
-	for _, s := range series {
+	var tailCalls int64
+	tailSeconds := 0
+	for i, s := range series {
 		if s.Limit == 0 {
 			continue // before the demo's limit was set
+		}
+		if i > busy {
+			tailCalls += s.Calls
+			tailSeconds++
+			continue
 		}
 		if len(phases) == 0 || phases[len(phases)-1].limit != s.Limit {
 			phases = append(phases, phase{limit: s.Limit})
@@ -189,7 +206,11 @@ func describePhases(series []providersim.Second) string {
 	for i, p := range phases {
 		parts[i] = fmt.Sprintf("%.0f/s while the limit was %g/s (%ds)", float64(p.calls)/float64(p.seconds), p.limit, p.seconds)
 	}
-	return strings.Join(parts, ", ")
+	out := strings.Join(parts, ", ")
+	if tailCalls > 0 {
+		out += fmt.Sprintf("; then %s in %ds as the last retries waited out their backoff", countOf(int(tailCalls), "call", "calls"), tailSeconds)
+	}
+	return out
 }
 
 func describeSchedule(s providersim.Schedule) string {

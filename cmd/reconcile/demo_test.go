@@ -17,6 +17,7 @@ import (
 	"github.com/reconcile/reconcile/internal/ledger"
 	"github.com/reconcile/reconcile/internal/payments"
 	"github.com/reconcile/reconcile/internal/pgtest"
+	"github.com/reconcile/reconcile/internal/providersim"
 )
 
 // groundTruth tallies the simulator's correct outcomes for the demo day of
@@ -202,5 +203,32 @@ func TestDemoOnASharedDatabaseKeepsToItsOwnDate(t *testing.T) {
 	_, _, err := runDemoCommand(t, func(string) string { return "" }, "--database-url", "postgres://nowhere.invalid/x", "--date", "2026-10-24")
 	if err == nil || !strings.Contains(err.Error(), "--date cannot go with --database-url") || exitCode(err, &bytes.Buffer{}) != 2 {
 		t.Fatalf("demo --database-url --date: %v", err)
+	}
+}
+
+// TestDescribePhasesCountsTheRetryTailApart checks the demo's phase table:
+// calls per second by limit up to the second of the last first call, and the
+// retries after it on their own.
+func TestDescribePhasesCountsTheRetryTailApart(t *testing.T) {
+	t.Parallel()
+	s := func(limit float64, calls, first int64) providersim.Second {
+		return providersim.Second{Limit: limit, Calls: calls, FirstCalls: first}
+	}
+	for _, tc := range []struct {
+		name   string
+		series []providersim.Second
+		want   string
+	}{
+		{"tail", []providersim.Second{s(0, 5, 5), s(300, 290, 280), s(100, 90, 85), s(100, 100, 90), s(250, 240, 1), s(250, 20, 0), s(250, 3, 0)},
+			"290/s while the limit was 300/s (1s), 95/s while the limit was 100/s (2s), 240/s while the limit was 250/s (1s); then 23 calls in 2s as the last retries waited out their backoff"},
+		{"no tail", []providersim.Second{s(300, 300, 300), s(100, 100, 100)},
+			"300/s while the limit was 300/s (1s), 100/s while the limit was 100/s (1s)"},
+		{"no first calls counted", []providersim.Second{s(300, 300, 0), s(100, 100, 0)},
+			"300/s while the limit was 300/s (1s), 100/s while the limit was 100/s (1s)"},
+		{"empty", nil, ""},
+	} {
+		if got := describePhases(tc.series); got != tc.want {
+			t.Errorf("%s:\n got %s\nwant %s", tc.name, got, tc.want)
+		}
 	}
 }

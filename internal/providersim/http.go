@@ -143,6 +143,9 @@ func (s *Server) answerLocked(h http.Header, r *http.Request, id string, now tim
 	}
 
 	s.callsPerID[id]++
+	if s.callsPerID[id] == 1 {
+		s.secondLocked(now).FirstCalls++
+	}
 	if s.transientRate > 0 && s.rng.Float64() < s.transientRate {
 		return answer{status: http.StatusServiceUnavailable, body: errorBody("unavailable", "try again")}
 	}

@@ -177,13 +177,19 @@ func TestLimitSchedule(t *testing.T) {
 	if len(st.Series) != 90 || st.Series[0].Limit != 20 || st.Series[45].Limit != 10 || st.Series[89].Limit != 30 {
 		t.Errorf("series: %d seconds, limits %v/%v/%v", len(st.Series), st.Series[0].Limit, st.Series[45].Limit, st.Series[89].Limit)
 	}
-	var ok, throttled int64
+	var ok, throttled, first int64
 	for _, s := range st.Series {
 		ok += s.OK
 		throttled += s.Throttled
+		first += s.FirstCalls
 		if s.Calls != s.OK+s.Throttled+s.Failed {
 			t.Errorf("second %d: calls %d != ok %d + throttled %d + failed %d", s.Second, s.Calls, s.OK, s.Throttled, s.Failed)
 		}
+	}
+	// Every call asks for the same transaction: only the first is its
+	// first.
+	if first != 1 || st.Series[0].FirstCalls != 1 {
+		t.Errorf("first calls %d (%d in second 0), want 1", first, st.Series[0].FirstCalls)
 	}
 	if ok != int64(granted[0]+granted[1]+granted[2]) || throttled != st.Throttled || throttled != 900 || st.ByStatus[429] != 900 {
 		t.Errorf("series ok %d throttled %d, stats throttled %d by status %v", ok, throttled, st.Throttled, st.ByStatus)

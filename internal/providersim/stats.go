@@ -6,15 +6,17 @@ import (
 )
 
 // Second is one second of the per-second series, counted from New: calls
-// received, answered 2xx, answered 429, answered otherwise, and the rate
+// received, answered 2xx, answered 429, answered otherwise, the calls past
+// the rate limit that were the first for their transaction, and the rate
 // limit in force (0: unlimited).
 type Second struct {
-	Second    int64   `json:"second"`
-	Calls     int64   `json:"calls"`
-	OK        int64   `json:"ok"`
-	Throttled int64   `json:"throttled"`
-	Failed    int64   `json:"failed"`
-	Limit     float64 `json:"limit"`
+	Second     int64   `json:"second"`
+	Calls      int64   `json:"calls"`
+	OK         int64   `json:"ok"`
+	Throttled  int64   `json:"throttled"`
+	Failed     int64   `json:"failed"`
+	FirstCalls int64   `json:"first_calls"`
+	Limit      float64 `json:"limit"`
 }
 
 // Stats are the simulator's counters.
