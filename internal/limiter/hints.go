@@ -28,15 +28,36 @@ type Hints struct {
 	// Window is the length of the quota window (RateLimit-Policy w); 0 when
 	// unknown.
 	Window time.Duration
+	// Leak is the rate (per second) at which a leaky bucket of Quota calls
+	// drains, Remaining being its room (Shopify's call limit); 0 when the
+	// quota is not a leaky bucket.
+	Leak float64
 }
 
-// Rate returns the request rate (per second) the hints allow at now:
-// Remaining/(Reset-now) when both are known, which spends what is left of a
-// fixed window exactly by its reset (and keeps a token bucket whose reset is
-// when it is full again half full, at its rate); else Quota/Window. ok is
-// false when the hints imply no rate.
+// shopifyDrain is how long a full Shopify bucket takes to drain: its size
+// over its leak rate is 20 s on every plan (40 calls at 2/s, 80 at 4/s, 400
+// at 20/s).
+const shopifyDrain = 20 * time.Second
+
+// leakMargin is the room, as a share of a leaky bucket's size (at least one
+// call), at which the rate settles at the leak: spending the rest of the
+// room is what brings the bucket there, and keeping that much of it free
+// absorbs the jitter of calls in flight.
+const leakMargin = 0.05
+
+// Rate returns the request rate (per second) the hints allow at now: for a
+// leaky bucket, its leak plus its room beyond leakMargin spent over its
+// drain time (so the bucket fills towards the margin and then the calls
+// follow the leak); else Remaining/(Reset-now) when both are known, which
+// spends what is left of a fixed window exactly by its reset (and keeps a
+// token bucket whose reset is when it is full again half full, at its
+// rate); else Quota/Window. ok is false when the hints imply no rate.
 func (h Hints) Rate(now time.Time) (rate float64, ok bool) {
 	switch {
+	case h.Leak > 0 && h.HasRemaining && h.Quota > 0:
+		margin := math.Max(1, leakMargin*float64(h.Quota))
+		room := float64(h.Remaining) - margin
+		return math.Max(h.Leak/2, h.Leak*(1+room/float64(h.Quota))), true
 	case h.HasRemaining && h.Reset.After(now):
 		return float64(h.Remaining) / h.Reset.Sub(now).Seconds(), true
 	case h.Quota > 0 && h.Window > 0:
@@ -48,6 +69,10 @@ func (h Hints) Rate(now time.Time) (rate float64, ok bool) {
 // Exhausted reports whether the provider said no request will be accepted
 // before the window resets, and when that is.
 func (h Hints) Exhausted(now time.Time) (until time.Time, ok bool) {
+	if h.Leak > 0 && h.HasRemaining && h.Remaining == 0 {
+		// A full leaky bucket has room again when one call has leaked.
+		return now.Add(time.Duration(float64(time.Second) / h.Leak)), true
+	}
 	if h.HasRemaining && h.Remaining == 0 && h.Reset.After(now) {
 		return h.Reset, true
 	}
@@ -61,11 +86,11 @@ func (h Hints) Exhausted(now time.Time) (until time.Time, ok bool) {
 // reset=30`; `RateLimit-Limit`, `-Remaining`, `-Reset`) and the common
 // `X-RateLimit-Limit`, `-Remaining` and `-Reset` (reset as delta seconds,
 // epoch seconds or epoch milliseconds), and Shopify's
-// `X-Shopify-Shop-Api-Call-Limit: 39/40` (calls used of the bucket's size:
-// Remaining and Quota without a window, so it implies no rate). When several policies are listed the
-// most restrictive wins; the IETF headers win over the X- ones. Malformed
-// values are ignored, resets are clamped to 24 hours ahead. ParseHints is
-// pure and never panics.
+// `X-Shopify-Shop-Api-Call-Limit: 39/40` (calls used of a leaky bucket's
+// size, which drains in shopifyDrain: Remaining, Quota and Leak). When
+// several policies are listed the most restrictive wins; the IETF headers
+// win over the X- ones. Malformed values are ignored, resets are clamped to
+// 24 hours ahead. ParseHints is pure and never panics.
 func ParseHints(h http.Header, now time.Time) Hints {
 	var out Hints
 	// Legacy X- headers first, so the IETF headers override them.
@@ -89,12 +114,13 @@ func ParseHints(h http.Header, now time.Time) Hints {
 	}
 	if used, size, ok := parseCallLimit(h.Get("X-Shopify-Shop-Api-Call-Limit")); ok {
 		out.Remaining, out.HasRemaining, out.Quota = max(0, size-used), true, size
+		out.Leak = float64(size) / shopifyDrain.Seconds()
 	}
 	if q, w, ok := parsePolicy(h.Values("RateLimit-Policy")); ok {
-		out.Quota, out.Window = q, w
+		out.Quota, out.Window, out.Leak = q, w, 0
 	}
 	if r, t, ok := parseRateLimit(h.Values("RateLimit")); ok {
-		out.Remaining, out.HasRemaining = r, true
+		out.Remaining, out.HasRemaining, out.Leak = r, true, 0
 		out.Reset = resetTime(t, now, false)
 	}
 	return out

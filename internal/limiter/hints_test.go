@@ -1,6 +1,7 @@
 package limiter
 
 import (
+	"fmt"
 	"math"
 	"net/http"
 	"testing"
@@ -47,7 +48,11 @@ func TestParseHints(t *testing.T) {
 			"X-RateLimit-Remaining": "1", "RateLimit": `"default";r=40;t=4`,
 		}, Hints{Remaining: 40, HasRemaining: true, Reset: now.Add(4 * time.Second)}},
 		{"shopify call limit", map[string]string{"X-Shopify-Shop-Api-Call-Limit": "39/40"},
-			Hints{Remaining: 1, HasRemaining: true, Quota: 40}},
+			Hints{Remaining: 1, HasRemaining: true, Quota: 40, Leak: 2}},
+		{"shopify plus call limit", map[string]string{"X-Shopify-Shop-Api-Call-Limit": "12/400"},
+			Hints{Remaining: 388, HasRemaining: true, Quota: 400, Leak: 20}},
+		{"ietf overrides shopify", map[string]string{"X-Shopify-Shop-Api-Call-Limit": "39/40", "RateLimit": `"default";r=40;t=4`},
+			Hints{Remaining: 40, HasRemaining: true, Reset: now.Add(4 * time.Second), Quota: 40}},
 		{"shopify garbage ignored", map[string]string{"X-Shopify-Shop-Api-Call-Limit": "39/0"}, Hints{}},
 		{"garbage ignored", map[string]string{
 			"RateLimit":             `"x";r=-1;t=abc, ;;;, "unterminated`,
@@ -64,7 +69,7 @@ func TestParseHints(t *testing.T) {
 			}
 			got := ParseHints(h, now)
 			if got.Remaining != tt.want.Remaining || got.HasRemaining != tt.want.HasRemaining ||
-				!got.Reset.Equal(tt.want.Reset) || got.Quota != tt.want.Quota || got.Window != tt.want.Window {
+				!got.Reset.Equal(tt.want.Reset) || got.Quota != tt.want.Quota || got.Window != tt.want.Window || got.Leak != tt.want.Leak {
 				t.Errorf("ParseHints = %+v\nwant          %+v", got, tt.want)
 			}
 		})
@@ -90,6 +95,60 @@ func TestHintsRateAndExhausted(t *testing.T) {
 	}
 	if _, ok := (Hints{}).Rate(now); ok {
 		t.Error("empty hints imply a rate")
+	}
+}
+
+// TestShopifyCallLimitPaces drives a Shopify bucket (40 calls, leaking 2/s)
+// with a caller that sends at the rate its last answer's call limit
+// allows, answers arriving 50 ms after their calls: the room is spent and
+// then the calls follow the leak, without a 429.
+func TestShopifyCallLimitPaces(t *testing.T) {
+	t.Parallel()
+	for _, size := range []int64{40, 80, 400} {
+		leak := float64(size) / shopifyDrain.Seconds()
+		const latency = 50 * time.Millisecond
+		const length = 120 * time.Second
+		var level float64 // calls in the bucket
+		var last time.Duration
+		type answer struct {
+			at   time.Duration
+			used int64
+		}
+		var pending []answer
+		hints := Hints{Remaining: size, HasRemaining: true, Quota: size, Leak: leak}
+		accepted, throttled := 0, 0
+		for now := time.Duration(0); now < length; {
+			for len(pending) > 0 && pending[0].at <= now {
+				h := http.Header{}
+				h.Set("X-Shopify-Shop-Api-Call-Limit", fmt.Sprintf("%d/%d", pending[0].used, size))
+				hints = ParseHints(h, t0.Add(pending[0].at))
+				pending = pending[1:]
+			}
+			rate, ok := hints.Rate(t0.Add(now))
+			if !ok || rate <= 0 {
+				t.Fatalf("size %d: no rate from %+v", size, hints)
+			}
+			if until, ok := hints.Exhausted(t0.Add(now)); ok {
+				now = until.Sub(t0)
+				hints.Remaining = 1 // the wait is over; the next answer says more
+				continue
+			}
+			now += time.Duration(float64(time.Second) / rate)
+			level = math.Max(0, level-leak*(now-last).Seconds())
+			last = now
+			if level+1 > float64(size) {
+				throttled++
+				continue
+			}
+			level++
+			accepted++
+			pending = append(pending, answer{at: now + latency, used: int64(math.Ceil(level))})
+		}
+		most := float64(size) + leak*length.Seconds()
+		t.Logf("size %d: %d accepted of at most %.0f (%.1f%%), %d throttled", size, accepted, most, 100*float64(accepted)/most, throttled)
+		if throttled > 0 || float64(accepted) < 0.97*most {
+			t.Errorf("size %d: %d accepted of at most %.0f, %d throttled; want >= 97%% and none", size, accepted, most, throttled)
+		}
 	}
 }
 
