@@ -96,8 +96,8 @@ func cmdLimitShow(ctx context.Context, e *env, args []string) error {
 		fmt.Fprintf(e.stdout, "rate:           %g/s (default)\nburst:          %d (default)\n", s.Rate, s.Burst)
 	}
 	fmt.Fprintf(e.stdout, "effective rate: %g/s\n", math.Round(s.EffectiveRate*1000)/1000)
-	if now := time.Now(); s.PenaltyUntil.After(now) {
-		fmt.Fprintf(e.stdout, "penalty until:  %s (%s from now)\n", s.PenaltyUntil.Format(time.RFC3339), s.PenaltyUntil.Sub(now).Round(time.Second))
+	if s.PenaltyLeft > 0 {
+		fmt.Fprintf(e.stdout, "penalty until:  %s (%s from now)\n", s.PenaltyUntil.Format(time.RFC3339), s.PenaltyLeft.Round(time.Second))
 	} else {
 		fmt.Fprintf(e.stdout, "penalty:        none\n")
 	}

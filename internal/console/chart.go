@@ -203,7 +203,7 @@ type limiterRow struct {
 	Rate              float64
 	Burst             int
 	EffectiveRate     float64
-	PenaltyUntil      *time.Time
+	PenaltyUntil      *time.Time // while a penalty runs, by the database's clock
 	Throttles         int64
 	SettingsUpdatedAt time.Time
 	UpdatedAt         *time.Time
@@ -212,7 +212,9 @@ type limiterRow struct {
 // loadLimiters reads every limiter row (one per provider).
 func loadLimiters(ctx context.Context, rd *reader) ([]limiterRow, error) {
 	rows, err := rd.Query(ctx, `
-		SELECT name, rate, burst, effective_rate, penalty_until, throttles, settings_updated_at, updated_at
+		SELECT name, rate, burst, effective_rate,
+		       CASE WHEN penalty_until > clock_timestamp() THEN penalty_until END,
+		       throttles, settings_updated_at, updated_at
 		  FROM rate_limiters ORDER BY name`)
 	if err != nil {
 		return nil, fmt.Errorf("read limiters: %w", err)

@@ -160,8 +160,13 @@ type State struct {
 	Stored bool
 	// EffectiveRate is the adaptive rate in force, requests per second.
 	EffectiveRate float64
-	// PenaltyUntil is when the latest penalty ends (zero if none).
+	// PenaltyUntil is when the latest penalty ends (zero if none), on the
+	// database's clock.
 	PenaltyUntil time.Time
+	// PenaltyLeft is how much of that penalty was left when the row was
+	// read, by the database's clock: whether the limiter is paused is this,
+	// not PenaltyUntil against a local clock that may be seconds off.
+	PenaltyLeft time.Duration
 	// Throttles counts the throttles reported by all processes.
 	Throttles int64
 	// SettingsUpdatedAt is when rate and burst were last set.
@@ -179,11 +184,13 @@ func LoadState(ctx context.Context, db DB, name string) (State, error) {
 	var penalty, expires *time.Time
 	var restoreRate *float64
 	var restoreBurst *int
+	var leftUS int64
 	err := db.QueryRow(ctx, `
-		SELECT rate, burst, effective_rate, penalty_until, throttles, settings_updated_at,
-		       settings_expire_at, restore_rate, restore_burst
+		SELECT rate, burst, effective_rate, penalty_until,
+		       coalesce(greatest(extract(epoch FROM penalty_until - clock_timestamp()) * 1e6, 0), 0)::bigint,
+		       throttles, settings_updated_at, settings_expire_at, restore_rate, restore_burst
 		  FROM rate_limiters WHERE name = $1`, name).
-		Scan(&s.Rate, &s.Burst, &s.EffectiveRate, &penalty, &s.Throttles, &s.SettingsUpdatedAt,
+		Scan(&s.Rate, &s.Burst, &s.EffectiveRate, &penalty, &leftUS, &s.Throttles, &s.SettingsUpdatedAt,
 			&expires, &restoreRate, &restoreBurst)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return State{Name: name, Settings: Settings{Rate: DefaultRate, Burst: DefaultBurst}, EffectiveRate: DefaultRate}, nil
@@ -192,7 +199,7 @@ func LoadState(ctx context.Context, db DB, name string) (State, error) {
 		return State{}, fmt.Errorf("load state of limiter %s: %w", name, err)
 	}
 	if penalty != nil {
-		s.PenaltyUntil = *penalty
+		s.PenaltyUntil, s.PenaltyLeft = *penalty, time.Duration(leftUS)*time.Microsecond
 	}
 	if expires != nil && restoreRate != nil && restoreBurst != nil {
 		s.ExpiresAt, s.Restore = *expires, Settings{Rate: *restoreRate, Burst: *restoreBurst}

@@ -57,7 +57,7 @@ func loadCircuits(ctx context.Context, db DB) ([]CircuitStatus, error) {
 const providerLimiterPrefix = "provider:"
 
 // loadProviderLimiters reads the limiters of a providers file's providers.
-func loadProviderLimiters(ctx context.Context, db *pgxpool.Pool, now time.Time) ([]LimiterStatus, error) {
+func loadProviderLimiters(ctx context.Context, db *pgxpool.Pool) ([]LimiterStatus, error) {
 	rows, err := db.Query(ctx, `SELECT name FROM rate_limiters WHERE starts_with(name, $1) ORDER BY name`, providerLimiterPrefix)
 	if err != nil {
 		return nil, fmt.Errorf("read provider limiters: %w", err)
@@ -73,9 +73,7 @@ func loadProviderLimiters(ctx context.Context, db *pgxpool.Pool, now time.Time) 
 			return nil, err
 		}
 		s := LimiterStatus{Name: ls.Name, ConfiguredRate: ls.Rate, Burst: ls.Burst, EffectiveRate: ls.EffectiveRate, Throttles: ls.Throttles}
-		if ls.PenaltyUntil.After(now) {
-			s.PenaltyUntil = &ls.PenaltyUntil
-		}
+		s.pause(ls)
 		out = append(out, s)
 	}
 	return out, nil
@@ -98,7 +96,7 @@ func (st *Status) addProviders(ctx context.Context, db *pgxpool.Pool) error {
 	if st.Circuits, err = loadCircuits(ctx, db); err != nil {
 		return err
 	}
-	if st.ProviderLimiters, err = loadProviderLimiters(ctx, db, st.Now); err != nil {
+	if st.ProviderLimiters, err = loadProviderLimiters(ctx, db); err != nil {
 		return err
 	}
 	for i := range st.Runs {

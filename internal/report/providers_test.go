@@ -6,6 +6,7 @@ import (
 	"io"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/reconcile/reconcile/internal/enqueue"
 	"github.com/reconcile/reconcile/internal/limiter"
@@ -74,5 +75,45 @@ func TestStatusAndReportByProvider(t *testing.T) {
 	}
 	if !strings.Contains(table.String(), "provider wallet: 1 items") {
 		t.Errorf("report table lacks the providers:\n%s", table.String())
+	}
+}
+
+// TestStatusPenaltyOnTheDatabaseClock checks that status says the limiter
+// is paused by the database's clock, whatever the local one says: a penalty
+// ended by the database's clock is not shown to a status whose clock is an
+// hour behind, and one running is shown to a status an hour ahead, with
+// what is left of it.
+func TestStatusPenaltyOnTheDatabaseClock(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	pool := pgtest.New(t)
+	if err := limiter.SaveSettings(ctx, pool, limiter.DefaultName, limiter.Settings{Rate: 30, Burst: 3}, limiter.SetBy{Actor: "test"}); err != nil {
+		t.Fatal(err)
+	}
+	var dbNow time.Time
+	if err := pool.QueryRow(ctx, `SELECT clock_timestamp()`).Scan(&dbNow); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name   string
+		ends   string // penalty_until against the database's clock
+		skew   time.Duration
+		paused bool
+	}{
+		{"ended, local clock behind", "-10 seconds", -time.Hour, false},
+		{"running, local clock ahead", "30 seconds", time.Hour, true},
+	} {
+		if _, err := pool.Exec(ctx, `UPDATE rate_limiters SET penalty_until = clock_timestamp() + $1::interval WHERE name = $2`,
+			tc.ends, limiter.DefaultName); err != nil {
+			t.Fatal(err)
+		}
+		st, err := report.LoadStatus(ctx, pool, report.StatusOptions{Now: dbNow.Add(tc.skew)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		l := st.Limiter
+		if (l.PenaltyUntil != nil) != tc.paused || tc.paused && (l.PenaltySeconds < 25 || l.PenaltySeconds > 30) {
+			t.Errorf("%s: penalty until %v, %.1f s left; want paused %v with 25-30 s left", tc.name, l.PenaltyUntil, l.PenaltySeconds, tc.paused)
+		}
 	}
 }

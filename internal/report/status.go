@@ -87,12 +87,23 @@ type LimiterStatus struct {
 	EffectiveRate float64 `json:"effective_rate"`
 	// Throttles counts the 429s reported by all consumers.
 	Throttles int64 `json:"throttles"`
-	// PenaltyUntil is when the current throttle penalty ends; omitted when
-	// none is running.
-	PenaltyUntil *time.Time `json:"penalty_until,omitempty"`
+	// PenaltyUntil is when the current throttle penalty ends and
+	// PenaltySeconds how much of it is left, both by the database's clock;
+	// omitted when none is running.
+	PenaltyUntil   *time.Time `json:"penalty_until,omitempty"`
+	PenaltySeconds float64    `json:"penalty_seconds,omitempty"`
 	// History is the limiter's last changes of its effective rate, oldest
 	// first; omitted when there are none.
 	History []LimiterChange `json:"history,omitempty"`
+}
+
+// pause fills the penalty from a limiter's state when one is running by the
+// database's clock.
+func (l *LimiterStatus) pause(ls limiter.State) {
+	if ls.PenaltyLeft > 0 {
+		until := ls.PenaltyUntil
+		l.PenaltyUntil, l.PenaltySeconds = &until, ls.PenaltyLeft.Seconds()
+	}
 }
 
 // LimiterChange is one change of the limiter's effective rate.
@@ -198,9 +209,7 @@ func LoadStatus(ctx context.Context, pool *pgxpool.Pool, opts StatusOptions) (St
 	}
 	st.Limiter = LimiterStatus{Name: ls.Name, ConfiguredRate: ls.Rate, Burst: ls.Burst, EffectiveRate: ls.EffectiveRate,
 		Throttles: ls.Throttles}
-	if ls.PenaltyUntil.After(opts.Now) {
-		st.Limiter.PenaltyUntil = &ls.PenaltyUntil
-	}
+	st.Limiter.pause(ls)
 	changes, err := limiter.LoadHistory(ctx, pool, opts.Limiter, opts.Now, historyRows)
 	if err != nil {
 		return Status{}, err
@@ -311,10 +320,7 @@ func (st *Status) estimate(now time.Time) {
 	if rate <= 0 {
 		return
 	}
-	var penalty time.Duration
-	if st.Limiter.PenaltyUntil != nil {
-		penalty = st.Limiter.PenaltyUntil.Sub(now)
-	}
+	penalty := time.Duration(st.Limiter.PenaltySeconds * float64(time.Second))
 	order := make([]int, 0, len(st.Runs))
 	for i := range st.Runs {
 		if st.Runs[i].Open > 0 {
