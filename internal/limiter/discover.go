@@ -269,10 +269,13 @@ func (d *discovery) throttled(at time.Time, accepted int64, resume time.Time) {
 			if d.comingBack(at) {
 				d.period = d.comebackPeriod(resume.Sub(at))
 			}
-			if prev == phaseSurge {
+			if prev == phaseSurge && d.longestPeriod(resume.Sub(at)) < lastProbe {
 				// The span measured began under the old limit, so
 				// it understates the new one: measure again soon,
-				// from this 429.
+				// from this 429, while a probe costs only its 429s.
+				// When it costs part of a pause, cruising a little
+				// under the new limit until the next probe loses
+				// less than a second pause would.
 				d.period = measureProbe
 			}
 			d.record(at, causeEstimate, d.estimate*cruiseShare, "measured between two 429s")

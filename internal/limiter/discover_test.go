@@ -268,8 +268,10 @@ func TestDiscoveryChanging(t *testing.T) {
 		{"20-10-30", []time.Duration{0, 40 * s, 80 * s}, []float64{20, 10, 30}, 120 * s, 0.85, []int{10, 10}, 0, 0},
 		// The benchmark's changing limit: a provider bucket of 5 calls,
 		// so every probe costs most of its pause; after the fall the
-		// probes keep to every 5 s, and find the return.
-		{"20-10-30-burst-5", []time.Duration{0, 40 * s, 80 * s}, []float64{20, 10, 30}, 120 * s, 0.75, []int{10, 12}, 5, 0},
+		// probes keep to every 5 s, and find the return; the surge's
+		// estimate is not measured again a second later (a second
+		// pause), but at the next probe.
+		{"20-10-30-burst-5", []time.Duration{0, 40 * s, 80 * s}, []float64{20, 10, 30}, 120 * s, 0.75, []int{10, 10}, 5, 0},
 		// The demo's provider: the consumer is told its first rate, so
 		// the first 429 comes when the limit falls, seconds in; it counts
 		// as a fall, and the cheap probes that follow find the return
@@ -320,11 +322,11 @@ func TestDiscoveryWatchesForAComeback(t *testing.T) {
 		longest time.Duration // the longest gap between probes in the watch
 		least   time.Duration // the shortest longest gap after it
 	}{
-		// A gap is the probe (up to 1.5 s), its pause (1 s) and the
-		// period.
+		// A gap is the probe (up to 1.5 s; 3 s when it surges), its
+		// pause (1 s) and the period.
 		{"cheap probes", 300, 3500 * time.Millisecond, 5 * time.Second},
 		// A bucket of 5 calls: every probe costs most of a pause.
-		{"dear probes", 5, 7500 * time.Millisecond, 10 * time.Second},
+		{"dear probes", 5, 9 * time.Second, 10 * time.Second},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
