@@ -147,6 +147,7 @@ type discovery struct {
 	originSet bool // the cold start's first sample is known
 	coldFrom  sample
 	coldTo    sample // the first throttle: calls accepted from coldFrom
+	coldHeld  bool   // the configured rate held for heldFor before it: the limit fell
 
 	last     sample    // latest counted throttle
 	resumeAt time.Time // its pause ends
@@ -230,6 +231,7 @@ func (d *discovery) throttled(at time.Time, accepted int64, resume time.Time) {
 		d.period = measureProbe
 		if at.Sub(d.coldFrom.at) >= heldFor {
 			d.fellFrom, d.fellAt = sent, at
+			d.coldHeld = true
 		}
 		d.record(at, causeThrottle, d.estimate*cruiseShare, "first 429: the rate halves until the next one measures it")
 	case prev == phaseCruise && !d.guess:
@@ -336,8 +338,8 @@ func (d *discovery) floor() float64 {
 	return minRate
 }
 
-// maxBurstSeconds caps the burst learned at start-up, in seconds of the
-// estimated rate.
+// maxBurstSeconds caps the burst learned at start-up when the limit fell
+// after the configured rate held, in seconds of the estimated rate.
 const maxBurstSeconds = 1.5
 
 // learnBurst derives the provider's burst from the calls accepted before the
@@ -347,10 +349,13 @@ func (d *discovery) learnBurst(at time.Time) {
 	for range 2 {
 		span := d.coldTo.at.Sub(d.coldFrom.at).Seconds()
 		b := float64(d.coldTo.accepted-d.coldFrom.accepted) - d.estimate*span
-		// A first 429 long after the start says the limit was higher
-		// then (it fell), not that the bucket is that deep: a provider's
-		// bucket holds about a second of its rate.
-		b = math.Min(b, math.Max(d.estimate*maxBurstSeconds, 1))
+		if d.coldHeld {
+			// A first 429 long after the start says the limit was
+			// higher then (it fell), not that the bucket is that
+			// deep: a provider's bucket holds about a second of its
+			// rate.
+			b = math.Min(b, math.Max(d.estimate*maxBurstSeconds, 1))
+		}
 		d.burst = math.Max(b, 1)
 		if m, ok := d.measure(at); ok {
 			d.estimate = m
