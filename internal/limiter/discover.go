@@ -62,10 +62,6 @@ const (
 	maxSamples = 4096
 )
 
-// fewCalls is the fewest calls between two 429s that measure the rate
-// within about 5%.
-const fewCalls = 20
-
 // phase is where the discovery is in its cycle.
 type phase int
 
@@ -283,12 +279,6 @@ func (d *discovery) throttled(at time.Time, accepted int64, resume time.Time) {
 				// under the new limit until the next probe loses
 				// less than a second pause would.
 				d.period = measureProbe
-			}
-			if accepted-d.last.accepted < fewCalls && at.Sub(d.resumeAt) < measureProbe {
-				// A count this small, soon after a pause, is a
-				// rough measure (one call is more than a twentieth
-				// of it): measure again at the next 429, soon.
-				d.guess, d.period = true, measureProbe
 			}
 			d.record(at, causeEstimate, d.estimate*cruiseShare, "measured between two 429s")
 		}
