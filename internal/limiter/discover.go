@@ -127,7 +127,12 @@ type sample struct {
 // was due (more calls accepted than the estimate and B allow) has found a
 // raised limit and doubles the rate every surgeDoubling until the 429 comes.
 // A 429 while cruising means the limit fell: the rate halves and a probe
-// follows within measureProbe, so the next 429 measures the new rate.
+// follows within measureProbe, so the next 429 measures the new rate. So
+// does a first 429 after the configured rate held for heldFor. For
+// comebackWatch after a fall, while the estimate stays under comebackShare
+// of the rate before it, the probes come every comebackProbe after a pause
+// when they cost only their 429s (firstProbe when they cost part of a
+// pause): limits that drop tend to come back.
 //
 // The zero value is not usable; call newDiscovery. Not safe for concurrent
 // use.
