@@ -176,12 +176,12 @@ func describePhases(series []providersim.Second) string {
 		calls   int64
 		seconds int
 	}
-	busy := len(series) - 1
-	for busy > 0 && series[busy].FirstCalls == 0 {
-		busy--
-	}
-	if busy == 0 && series[0].FirstCalls == 0 {
-		busy = len(series) - 1 // a series without first calls: all of it
+	busy := len(series) - 1 // a series without first calls: all of it
+	for i := len(series) - 1; i >= 0; i-- {
+		if series[i].FirstCalls > 0 {
+			busy = i
+			break
+		}
 	}
 	var phases []phase
 	var tailCalls int64
