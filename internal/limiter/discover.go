@@ -62,6 +62,10 @@ const (
 	maxSamples = 4096
 )
 
+// fewCalls is the fewest calls between two 429s that measure the rate
+// within about 5%.
+const fewCalls = 20
+
 // phase is where the discovery is in its cycle.
 type phase int
 
@@ -268,11 +272,19 @@ func (d *discovery) throttled(at time.Time, accepted int64, resume time.Time) {
 			if !d.guess && m < (1-heldWithin)*d.estimate {
 				d.fellFrom, d.fellAt = d.estimate, at
 			}
+			startUp := d.burst == 0 && !d.coldTo.at.IsZero()
 			d.estimate, d.guess = math.Max(m, d.floor()), false
-			if d.burst == 0 && !d.coldTo.at.IsZero() {
+			if startUp {
 				d.learnBurst(at)
 			}
 			d.period = firstProbe
+			if startUp && accepted-d.last.accepted >= 2*fewCalls {
+				// The first measurement, on enough calls to be
+				// close: no change of the limit has been seen, so
+				// the probes start where an estimate that held once
+				// has them.
+				d.period = min(2*firstProbe, d.longestPeriod(resume.Sub(at)))
+			}
 			if d.comingBack(at) {
 				d.period = d.comebackPeriod(resume.Sub(at))
 			}

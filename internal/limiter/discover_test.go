@@ -365,3 +365,36 @@ func TestDiscoveryWatchesForAComeback(t *testing.T) {
 		})
 	}
 }
+
+// TestDiscoveryFirstProbeAfterStartUp checks when the first probe after the
+// start-up's measurement comes: at twice firstProbe when the measurement
+// counted enough calls to be close (20/s), at firstProbe when it counted a
+// handful (5/s), since no change of the limit has been seen either way.
+func TestDiscoveryFirstProbeAfterStartUp(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		limit     float64
+		leastWait time.Duration
+		mostWait  time.Duration
+	}{
+		{20, 2 * firstProbe, 2*firstProbe + 2*time.Second},
+		{5, firstProbe, firstProbe + 2*time.Second},
+	} {
+		r := simulate(simConfig{limit: steady(tc.limit), providerBurst: int(tc.limit), ceiling: 3 * tc.limit,
+			burst: 10, latency: 5 * time.Millisecond, length: 40 * time.Second})
+		var measured, probed time.Time
+		for _, c := range r.changes {
+			if measured.IsZero() && c.cause == causeEstimate {
+				measured = c.at
+			} else if !measured.IsZero() && c.cause == causeProbe {
+				probed = c.at
+				break
+			}
+		}
+		wait := probed.Sub(measured)
+		t.Logf("%v/s: measured at %v, first probe %v later%s", tc.limit, measured.Sub(t0), wait, formatChanges(r.changes))
+		if measured.IsZero() || probed.IsZero() || wait < tc.leastWait || wait > tc.mostWait {
+			t.Errorf("%v/s: first probe %v after the start-up's measurement, want %v..%v", tc.limit, wait, tc.leastWait, tc.mostWait)
+		}
+	}
+}
