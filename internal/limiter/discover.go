@@ -278,12 +278,15 @@ func (d *discovery) throttled(at time.Time, accepted int64, resume time.Time) {
 				d.learnBurst(at)
 			}
 			d.period = firstProbe
-			if startUp && accepted-d.last.accepted >= 2*fewCalls {
+			if longest := d.longestPeriod(resume.Sub(at)); startUp && longest < lastProbe && accepted-d.last.accepted >= 2*fewCalls {
 				// The first measurement, on enough calls to be
-				// close: no change of the limit has been seen, so
-				// the probes start where an estimate that held once
-				// has them.
-				d.period = min(2*firstProbe, d.longestPeriod(resume.Sub(at)))
+				// close, while a probe costs only its 429s: no
+				// change of the limit has been seen, so the probes
+				// start where an estimate that held once has them.
+				// When a probe costs part of a pause the period
+				// grows to lastProbe, and the first one is what
+				// corrects a start-up estimate that came out low.
+				d.period = min(2*firstProbe, longest)
 			}
 			if d.comingBack(at) {
 				d.period = d.comebackPeriod(resume.Sub(at))
