@@ -56,9 +56,11 @@ func TestSharedClockSkew(t *testing.T) {
 	}
 	wg.Wait()
 	checkRateBound(t, all, rate, burst, rate*0.1)
+	// About 64 grants in all: a fair split varies by a few either way,
+	// a process starved by its clock gets a handful.
 	for l, name := range map[*Shared]string{ahead: "3 s ahead", behind: "3 s behind"} {
-		if n := len(grants[l]); float64(n) < 0.3*float64(len(all)) {
-			t.Errorf("the process %s got %d of %d grants, want at least 30%%", name, n, len(all))
+		if n := len(grants[l]); float64(n) < 0.25*float64(len(all)) {
+			t.Errorf("the process %s got %d of %d grants, want at least 25%%", name, n, len(all))
 		}
 	}
 
@@ -74,14 +76,17 @@ func TestSharedClockSkew(t *testing.T) {
 			t.Fatal(err)
 		}
 		// The other stops at its next lease: slots it leased before the
-		// throttle may still be used within a lease window.
+		// throttle may still be used within a lease window, and a
+		// slot's timer may fire a little after its time on a busy
+		// machine.
+		const timerSlack = 20 * time.Millisecond
 		end := before.Add(retryAfter)
 		for {
 			if err := c.by.Wait(ctx); err != nil {
 				t.Fatal(err)
 			}
 			got := time.Now()
-			if got.Sub(before) < DefaultLeaseWindow {
+			if got.Sub(before) < DefaultLeaseWindow+timerSlack {
 				continue
 			}
 			// Postgres keeps microseconds; the offset is known to within
