@@ -300,6 +300,12 @@ func (d *discovery) throttled(at time.Time, accepted int64, resume time.Time) {
 				// less than a second pause would.
 				d.period = measureProbe
 			}
+			if accepted-d.last.accepted < fewCalls && at.Sub(d.resumeAt) < measureProbe {
+				// A count this small, soon after a pause, is a
+				// rough measure (one call is more than a twentieth
+				// of it): measure again at the next 429, soon.
+				d.guess, d.period = true, measureProbe
+			}
 			d.record(at, causeEstimate, d.estimate*cruiseShare, "measured between two 429s")
 		}
 	}
