@@ -278,7 +278,8 @@ func (d *discovery) throttled(at time.Time, accepted int64, resume time.Time) {
 				d.learnBurst(at)
 			}
 			d.period = firstProbe
-			if longest := d.longestPeriod(resume.Sub(at)); startUp && longest < lastProbe && accepted-d.last.accepted >= 2*fewCalls {
+			longest := d.longestPeriod(resume.Sub(at))
+			if startUp && longest < lastProbe && accepted-d.last.accepted >= 2*fewCalls {
 				// The first measurement, on enough calls to be
 				// close, while a probe costs only its 429s: no
 				// change of the limit has been seen, so the probes
@@ -291,7 +292,7 @@ func (d *discovery) throttled(at time.Time, accepted int64, resume time.Time) {
 			if d.comingBack(at) {
 				d.period = d.comebackPeriod(resume.Sub(at))
 			}
-			if prev == phaseSurge && d.longestPeriod(resume.Sub(at)) < lastProbe {
+			if prev == phaseSurge && longest < lastProbe {
 				// The span measured began under the old limit, so
 				// it understates the new one: measure again soon,
 				// from this 429, while a probe costs only its 429s.
