@@ -13,7 +13,7 @@ import (
 // without credentials.
 func (c *Client) newRequest(ctx context.Context, id, idempotencyKey string) (*http.Request, error) {
 	pr := &c.profile.Request
-	target := c.base + strings.ReplaceAll(pr.Path, "{id}", url.PathEscape(id))
+	target := c.base + strings.ReplaceAll(pr.Path, "{id}", pathSegment(id))
 	if len(pr.Query) > 0 {
 		q := make(url.Values, len(pr.Query))
 		for _, p := range pr.Query {
@@ -47,6 +47,20 @@ func (c *Client) newRequest(ctx context.Context, id, idempotencyKey string) (*ht
 	req.Header.Set("Accept", "application/json")
 	req.Header.Set("User-Agent", c.cfg.UserAgent)
 	return req, nil
+}
+
+// pathSegment escapes id as one path segment. The dot segments "." and
+// ".." are escaped too: url.PathEscape leaves them as they are, and every
+// server and proxy on the way resolves them (RFC 3986, section 5.2.4), so
+// /v1/transactions/.. would ask for /v1/.
+func pathSegment(id string) string {
+	switch id {
+	case ".":
+		return "%2E"
+	case "..":
+		return "%2E%2E"
+	}
+	return url.PathEscape(id)
 }
 
 // jsonEscape returns id escaped for the inside of a JSON string.
