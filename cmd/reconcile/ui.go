@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
-	"net/http"
 	"net/netip"
 	"os"
 	"strings"
@@ -114,23 +113,10 @@ func (f uiFlags) auth() (console.Auth, error) {
 		return a, usageErrorf("ui: give one of --users, --auth-header or --insecure-local")
 	case modes == 0:
 		return a, usageErrorf("ui: no authentication: give --users FILE or --auth-header with --trusted-proxies (or, on a loopback --addr, --insecure-local)")
-	case a.Local && !loopback(f.addr):
+	case a.Local && !console.LoopbackAddr(f.addr):
 		return a, usageErrorf("ui: --insecure-local needs a loopback --addr such as 127.0.0.1:8080, not %q", f.addr)
 	}
 	return a, nil
-}
-
-// loopback reports whether addr listens only on a loopback address.
-func loopback(addr string) bool {
-	host, _, err := net.SplitHostPort(addr)
-	if err != nil {
-		return false
-	}
-	if host == "localhost" {
-		return true
-	}
-	ip, err := netip.ParseAddr(host)
-	return err == nil && ip.IsLoopback()
 }
 
 // serveConsole serves the console on addr until ctx ends, printing its URL
@@ -145,9 +131,7 @@ func serveConsole(ctx context.Context, e *env, logger *slog.Logger, pool *pgxpoo
 	if err != nil {
 		return usageErrorf("ui: --addr %s: %v", addr, err)
 	}
-	srv := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 2 * time.Minute,
-		ErrorLog: slog.NewLogLogger(logger.Handler(), slog.LevelWarn)}
-	return httpserve.Serve(ctx, srv, ln, func(a net.Addr) {
+	return httpserve.Serve(ctx, h.NewServer(logger), ln, func(a net.Addr) {
 		fmt.Fprintf(e.stdout, "console: http://%s/\n", a)
 		logger.Info("console listening", "addr", a.String())
 	})

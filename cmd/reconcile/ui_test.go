@@ -10,6 +10,8 @@ import (
 	"testing"
 
 	"golang.org/x/crypto/bcrypt"
+
+	"github.com/reconcile/reconcile/internal/console"
 )
 
 // TestUIRefusesToStartWithoutAuthentication checks that `reconcile ui`
@@ -48,7 +50,7 @@ func TestUIRefusesToStartWithoutAuthentication(t *testing.T) {
 		}
 	}
 	for _, addr := range []string{"127.0.0.1:8080", "[::1]:8080", "localhost:0"} {
-		if !loopback(addr) {
+		if !console.LoopbackAddr(addr) {
 			t.Errorf("loopback(%q) = false", addr)
 		}
 	}

@@ -37,7 +37,7 @@ func actionNote(r *http.Request) (string, error) {
 			return ' '
 		}
 		return c
-	}, strings.TrimSpace(r.PostFormValue("note")))
+	}, strings.TrimSpace(r.PostForm.Get("note")))
 	if note == "" {
 		return "", badRequest("give a reason for this action")
 	}
@@ -164,9 +164,6 @@ func (h *Handler) redrive(w http.ResponseWriter, r *http.Request, u User) error 
 	id, err := runParam(r)
 	if err != nil {
 		return err
-	}
-	if err := r.ParseForm(); err != nil {
-		return badRequest("read form: %v", err)
 	}
 	sel, err := parseRedrive(r.PostForm)
 	if err != nil {
@@ -311,7 +308,7 @@ func (h *Handler) rerun(w http.ResponseWriter, r *http.Request, u User) error {
 	if err != nil {
 		return err
 	}
-	mode, err := rerunMode(r.PostFormValue("mode"))
+	mode, err := rerunMode(r.PostForm.Get("mode"))
 	if err != nil {
 		return err
 	}

@@ -47,7 +47,7 @@ func (h *Handler) auditPage(w http.ResponseWriter, r *http.Request, u User) erro
 	}
 	if d.Date != "" {
 		t, err := time.Parse(time.DateOnly, d.Date)
-		if err != nil {
+		if err != nil || !validDate(d.Date) {
 			return badRequest("date=%q: want YYYY-MM-DD", d.Date)
 		}
 		f.BusinessDate = &t
@@ -68,6 +68,7 @@ func (h *Handler) auditPage(w http.ResponseWriter, r *http.Request, u User) erro
 		h.render(w, r, http.StatusOK, "audit", view{Title: "Audit", User: &u, Data: d})
 		return nil
 	}
+	h.exportDeadline(w)
 	ctx, cancel := context.WithTimeout(r.Context(), h.cfg.ExportTimeout)
 	defer cancel()
 	start := time.Now()
@@ -112,6 +113,7 @@ func (h *Handler) auditBundle(w http.ResponseWriter, r *http.Request, u User) er
 	if err != nil {
 		return badRequest("run=%q: not a run id", r.URL.Query().Get("run"))
 	}
+	h.exportDeadline(w)
 	ctx, cancel := context.WithTimeout(r.Context(), h.cfg.ExportTimeout)
 	defer cancel()
 	ver, err := audit.Verify(ctx, h.cfg.Pool, audit.Filter{RunID: &id})

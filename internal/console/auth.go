@@ -13,10 +13,12 @@ import (
 	"net"
 	"net/http"
 	"net/netip"
+	"net/url"
 	"slices"
 	"strconv"
 	"strings"
 	"time"
+	"unicode"
 
 	"golang.org/x/crypto/bcrypt"
 )
@@ -195,7 +197,16 @@ func (a *authenticator) authenticate(r *http.Request) (User, error) {
 		if err != nil || !slices.ContainsFunc(a.cfg.TrustedProxies, func(p netip.Prefix) bool { return p.Contains(ip.Unmap()) }) {
 			return User{}, &httpError{code: http.StatusForbidden, msg: "requests are accepted only through the trusted proxy"}
 		}
-		name := strings.TrimSpace(r.Header.Get(a.cfg.Header))
+		values := r.Header.Values(a.cfg.Header)
+		if len(values) > 1 {
+			// Two copies mean the proxy did not replace what the client
+			// sent; taking either would trust the client.
+			return User{}, &httpError{code: http.StatusBadRequest, msg: fmt.Sprintf("the request carries %d %s headers; the proxy must send exactly one", len(values), a.cfg.Header)}
+		}
+		name := ""
+		if len(values) == 1 {
+			name = strings.TrimSpace(values[0])
+		}
 		if name == "" {
 			return User{}, &httpError{code: http.StatusUnauthorized, msg: "the proxy sent no user (" + a.cfg.Header + ")"}
 		}
@@ -278,9 +289,16 @@ func setSession(w http.ResponseWriter, value string, ttl time.Duration) {
 }
 
 // localPath returns next when it is a path on this site, "/" otherwise, so
-// a login link cannot redirect elsewhere.
+// a login link cannot redirect elsewhere: it must parse as a URL with
+// neither scheme nor host, start with one slash, and hold no backslash
+// (browsers read it as a slash) and no control character (browsers drop a
+// tab, so "/\t/evil.example" would be "//evil.example").
 func localPath(next string) string {
-	if !strings.HasPrefix(next, "/") || strings.HasPrefix(next, "//") || strings.HasPrefix(next, "/\\") {
+	u, err := url.Parse(next)
+	switch {
+	case err != nil, u.Scheme != "", u.Host != "", u.User != nil, u.Opaque != "",
+		!strings.HasPrefix(next, "/"), strings.HasPrefix(next, "//"), strings.ContainsRune(next, '\\'),
+		strings.ContainsFunc(next, unicode.IsControl):
 		return "/"
 	}
 	return next
@@ -299,8 +317,8 @@ func (h *Handler) login(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "this console does not use logins", http.StatusNotFound)
 		return
 	}
-	name, password := r.PostFormValue("user"), r.PostFormValue("password")
-	next := localPath(r.PostFormValue("next"))
+	name, password := r.PostForm.Get("user"), r.PostForm.Get("password")
+	next := localPath(r.PostForm.Get("next"))
 	if !h.auth.checkPassword(name, password) {
 		h.cfg.Logger.Warn("console login failed", "user", name, "remote", r.RemoteAddr)
 		h.render(w, r, http.StatusUnauthorized, "login", view{Title: "Log in",

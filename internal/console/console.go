@@ -60,6 +60,10 @@ type Config struct {
 	// ExportTimeout bounds exports, audit verification and bundles, which
 	// read whole runs. Defaults to 5m.
 	ExportTimeout time.Duration
+	// ReadTimeout bounds the reading of a whole request, body included, by
+	// the server NewServer returns: a form of at most 64 KiB arrives within
+	// the default at 5 KiB/s. Defaults to 15s.
+	ReadTimeout time.Duration
 	// PageSize is the number of rows per page. Defaults to 50.
 	PageSize int
 	// Window is the number of items a discrepancy page scans at most.
@@ -103,6 +107,7 @@ func New(cfg Config) (*Handler, error) {
 	cfg.Limiter = cmp.Or(cfg.Limiter, limiter.DefaultName)
 	cfg.StatementTimeout = cmp.Or(cfg.StatementTimeout, 2*time.Second)
 	cfg.ExportTimeout = cmp.Or(cfg.ExportTimeout, 5*time.Minute)
+	cfg.ReadTimeout = cmp.Or(cfg.ReadTimeout, 15*time.Second)
 	cfg.PageSize = cmp.Or(cfg.PageSize, 50)
 	cfg.Window = cmp.Or(cfg.Window, 20_000)
 	cfg.CountCap = cmp.Or(cfg.CountCap, 10_000)
@@ -138,7 +143,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) { h.mux.Serv
 func (h *Handler) routes() http.Handler {
 	mux := http.NewServeMux()
 	static, _ := fs.Sub(staticFS, "static")
-	mux.Handle("GET /static/", http.StripPrefix("/static/", http.FileServerFS(static)))
+	mux.Handle("GET /static/{file}", staticFiles(static))
 	mux.HandleFunc("GET /healthz", h.healthz)
 	mux.HandleFunc("GET /readyz", h.readyz)
 	mux.HandleFunc("GET /login", h.loginForm)
@@ -173,7 +178,20 @@ func (h *Handler) routes() http.Handler {
 			"origin", r.Header.Get("Origin"), "sec_fetch_site", r.Header.Get("Sec-Fetch-Site"))
 		http.Error(w, "cross-origin request refused", http.StatusForbidden)
 	}))
-	return securityHeaders(cop.Handler(mux))
+	return securityHeaders(h.localHostOnly(cop.Handler(smallForms(mux))))
+}
+
+// staticFiles serves the console's style sheet and script by name; a
+// directory is not found rather than listed.
+func staticFiles(fsys fs.FS) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		name := r.PathValue("file")
+		if st, err := fs.Stat(fsys, name); err != nil || !st.Mode().IsRegular() {
+			http.NotFound(w, r)
+			return
+		}
+		http.ServeFileFS(w, r, fsys, name)
+	})
 }
 
 // contentSecurityPolicy allows the console's own style sheet, script and

@@ -241,6 +241,7 @@ func (h *Handler) discrepanciesPage(w http.ResponseWriter, r *http.Request, u Us
 // exportItems writes every item the filters select (from After on) as a
 // report of the run in the report command's CSV or JSON format.
 func (h *Handler) exportItems(w http.ResponseWriter, r *http.Request, id uuid.UUID, f filters) error {
+	h.exportDeadline(w)
 	var rep report.Report
 	err := h.read(r.Context(), h.cfg.ExportTimeout, func(rd *reader) error {
 		run, err := loadRun(r.Context(), rd, id)
@@ -417,6 +418,7 @@ func (h *Handler) deadLettersPage(w http.ResponseWriter, r *http.Request, u User
 	}
 	f.Outcome, f.Field = "", ""
 	if f.Format != "" {
+		h.exportDeadline(w)
 		var rep report.Report
 		err := h.read(r.Context(), h.cfg.ExportTimeout, func(rd *reader) error {
 			run, err := loadRun(r.Context(), rd, id)

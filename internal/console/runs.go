@@ -160,11 +160,18 @@ func parseRunsCursor(s string) (*runsCursor, error) {
 		return nil, nil
 	}
 	d, g, ok := strings.Cut(s, ".")
-	n, err := strconv.Atoi(g)
-	if _, derr := payments.ParseDate(d); !ok || err != nil || derr != nil {
-		return nil, badRequest("before=%q: want YYYY-MM-DD.generation", s)
+	n, err := strconv.ParseInt(g, 10, 32)
+	if !ok || err != nil || n < 1 || !validDate(d) {
+		return nil, badRequest("before=%q: want YYYY-MM-DD.generation (a generation from 1)", s)
 	}
-	return &runsCursor{Date: d, Generation: n}, nil
+	return &runsCursor{Date: d, Generation: int(n)}, nil
+}
+
+// validDate reports whether s is a day written YYYY-MM-DD that PostgreSQL's
+// date type holds too: year 0000 parses in Go but not there.
+func validDate(s string) bool {
+	d, err := payments.ParseDate(s)
+	return err == nil && d.Year >= 1
 }
 
 type runsData struct {
@@ -186,10 +193,8 @@ func (h *Handler) runsPage(w http.ResponseWriter, r *http.Request, u User) error
 		return err
 	}
 	date := q.Get("date")
-	if date != "" {
-		if _, err := payments.ParseDate(date); err != nil {
-			return badRequest("date=%q: want YYYY-MM-DD", date)
-		}
+	if date != "" && !validDate(date) {
+		return badRequest("date=%q: want YYYY-MM-DD", date)
 	}
 	d := runsData{Now: h.cfg.Now(), Date: date}
 	err = h.read(r.Context(), h.cfg.StatementTimeout, func(rd *reader) error {
