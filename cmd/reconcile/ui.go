@@ -44,7 +44,7 @@ with --insecure-local, and then everyone is an operator.`,
 	fs.StringVar(&f.users, "users", "", "htpasswd file of bcrypt entries (name:$2y$...)")
 	fs.StringVar(&f.operators, "operators", "", "comma-separated users who may act (the others are auditors)")
 	fs.StringVar(&f.authHeader, "auth-header", "", "request header with the user name set by a trusted reverse proxy, e.g. X-Forwarded-User")
-	fs.StringVar(&f.trustedProxies, "trusted-proxies", "", "comma-separated CIDRs the --auth-header is accepted from")
+	fs.StringVar(&f.trustedProxies, "trusted-proxies", "", "comma-separated CIDRs the --auth-header is accepted from; with --users, the proxies whose X-Forwarded-For names the client for the login limits")
 	fs.BoolVar(&f.insecureLocal, "insecure-local", false, "no authentication (loopback --addr only): everyone is an operator")
 	fs.StringVar(&f.limiter, "limiter", limiter.DefaultName, "limiter whose limits a run's chart shows")
 	fs.DurationVar(&f.statementTimeout, "statement-timeout", 2*time.Second, "timeout of each statement of a page")
@@ -93,8 +93,8 @@ func (f uiFlags) auth() (console.Auth, error) {
 		}
 	}
 	if f.trustedProxies != "" {
-		if f.authHeader == "" {
-			return a, usageErrorf("ui: --trusted-proxies needs --auth-header")
+		if f.authHeader == "" && f.users == "" {
+			return a, usageErrorf("ui: --trusted-proxies goes with --auth-header or --users")
 		}
 		for _, c := range strings.Split(f.trustedProxies, ",") {
 			p, err := netip.ParsePrefix(strings.TrimSpace(c))

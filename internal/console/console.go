@@ -125,7 +125,7 @@ func New(cfg Config) (*Handler, error) {
 	if err != nil {
 		return nil, err
 	}
-	a, err := newAuthenticator(cfg.Auth, cfg.Now)
+	a, err := newAuthenticator(cfg.Auth, cfg.Pool, cfg.Now)
 	if err != nil {
 		return nil, fmt.Errorf("console: %w", err)
 	}
