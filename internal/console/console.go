@@ -158,6 +158,7 @@ func (h *Handler) routes() http.Handler {
 	read("GET /runs/{run}/discrepancies", h.discrepanciesPage)
 	read("GET /runs/{run}/dead-letters", h.deadLettersPage)
 	read("GET /runs/{run}/tx/{tx...}", h.transactionPage)
+	read("GET /runs/{run}/tx", h.transactionPage)
 	read("GET /tx", h.transactionSearch)
 	read("GET /limits", h.limitsPage)
 	read("GET /audit", h.auditPage)

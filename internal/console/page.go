@@ -117,7 +117,8 @@ type view struct {
 func (v view) Operator() bool { return v.User != nil && v.User.Role == Operator }
 
 // render executes page name into a buffer and writes it with code, so a
-// template error never leaves half a page.
+// template error never leaves half a page, with every invisible formatting
+// character shown by its code point (see showInvisible).
 func (h *Handler) render(w http.ResponseWriter, r *http.Request, code int, name string, v view) {
 	var buf bytes.Buffer
 	if err := h.pages.execute(&buf, name, v); err != nil {
@@ -128,7 +129,7 @@ func (h *Handler) render(w http.ResponseWriter, r *http.Request, code int, name 
 	w.Header().Set("Content-Type", "text/html; charset=utf-8")
 	w.Header().Set("X-Console-Queries", strconv.Itoa(statsOf(r.Context()).queries))
 	w.WriteHeader(code)
-	_, _ = w.Write(buf.Bytes())
+	_, _ = w.Write(showInvisible(buf.Bytes()))
 }
 
 // reader runs a page's queries in its read-only transaction and counts

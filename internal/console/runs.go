@@ -266,7 +266,13 @@ func queryString(pairs ...string) string {
 	return "?" + v.Encode()
 }
 
-// txLink is the page of one transaction of a run.
+// txLink is the page of one transaction of a run: /runs/ID/tx/TXID, or
+// /runs/ID/tx?id=TXID for the ids . and .., which a browser resolves as
+// dot segments however they are escaped (the URL Standard reads %2E as a
+// dot there too).
 func txLink(runID fmt.Stringer, transactionID string) string {
+	if transactionID == "." || transactionID == ".." {
+		return "/runs/" + runID.String() + "/tx" + queryString("id", transactionID)
+	}
 	return "/runs/" + runID.String() + "/tx/" + url.PathEscape(transactionID)
 }
