@@ -107,6 +107,9 @@ END
 $$;
 -- +goose StatementEnd
 
+-- The handbook's words: the expected value is the payment file's.
+COMMENT ON COLUMN discrepancies.expected IS 'The value in the source (the payment file''s record), as text.';
+
 -- +goose Down
 -- +goose StatementBegin
 DO $$
@@ -119,5 +122,6 @@ BEGIN
 END
 $$;
 -- +goose StatementEnd
+COMMENT ON COLUMN discrepancies.expected IS 'The value in the source (the game''s record), as text.';
 -- The role is cluster-wide and may serve other databases: it stays.
 DROP TABLE console_login_failures, console_sessions;

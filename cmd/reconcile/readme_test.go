@@ -3,6 +3,7 @@ package main
 import (
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 )
@@ -44,6 +45,30 @@ func TestReadmeLayoutListsEveryPackage(t *testing.T) {
 	for name := range listed {
 		if !have[name] {
 			t.Errorf("README.md's layout lists %s, which does not exist", name)
+		}
+	}
+}
+
+// TestDocsSpeakOfThePaymentFile keeps the documentation in the project's
+// words: what a provider's answer is compared with is the payment file's
+// record, not "the game's" (a reader who runs no game cannot tell what
+// that is).
+func TestDocsSpeakOfThePaymentFile(t *testing.T) {
+	t.Parallel()
+	files, err := filepath.Glob("../../docs/*.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	word := regexp.MustCompile(`(?i)\bgame`)
+	for _, f := range append(files, "../../README.md") {
+		text, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i, line := range strings.Split(string(text), "\n") {
+			if word.MatchString(line) {
+				t.Errorf("%s:%d speaks of a game: %s", filepath.Base(f), i+1, line)
+			}
 		}
 	}
 }
