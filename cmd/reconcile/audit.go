@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"flag"
 	"fmt"
 	"time"
 
@@ -15,8 +14,8 @@ import (
 
 // cmdAudit is `reconcile audit verify|grant`.
 func cmdAudit(ctx context.Context, e *env, args []string) error {
-	if len(args) == 0 || args[0] == "-h" || args[0] == "--help" || args[0] == "help" {
-		fmt.Fprint(e.stderr, `Usage: reconcile audit <verify|grant> [flags]
+	if len(args) == 0 || isHelp(args[0]) {
+		fmt.Fprint(e.usageOut(args), `Usage: reconcile audit <verify|grant> [flags]
 
   verify [--date D | --run ID] [--json]   recompute the ledger's hash chains; exit 1 on a broken link
   grant [--console] ROLE                  make an existing login role a read-only auditor
@@ -129,11 +128,8 @@ func cmdAuditGrant(ctx context.Context, e *env, args []string) error {
 		"reconcile audit grant --console reconcile_ui")
 	console := fs.Bool("console", false, "grant reconcile_console, the web console's role, instead of the auditor's")
 	// The role name is the one positional argument; flags may come first.
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return err
-		}
-		return usageError(fmt.Errorf("audit grant: %w", err))
+	if err := parseFlagsAndArgs(fs, args); err != nil {
+		return err
 	}
 	if fs.NArg() != 1 {
 		return usageErrorf("audit grant: want exactly one role name, got %d arguments (see reconcile audit grant --help)", fs.NArg())

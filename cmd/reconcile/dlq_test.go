@@ -113,3 +113,43 @@ func TestDLQRedriveAsksWhich(t *testing.T) {
 		t.Errorf("redrive --all: %v\n%s", err, stdout.String())
 	}
 }
+
+// TestDLQRedriveTakesSeveralIDs gives --id the way its usage shows it,
+// several ids after one flag, and the other spellings of the same.
+func TestDLQRedriveTakesSeveralIDs(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	e, stdout, conn := deadLetteredRun(t)
+	var a, b string
+	if err := conn.QueryRow(ctx, `SELECT min(message_id)::text, max(message_id)::text FROM queue_messages WHERE state = 'dead'`).Scan(&a, &b); err != nil {
+		t.Fatal(err)
+	}
+	for _, args := range [][]string{
+		{"--id", a, b, "--dry-run"},
+		{"--dry-run", "--id", a, b},
+		{"--id", a + "," + b, "--dry-run"},
+		{"--id", a, "--id", b, "--dry-run"},
+	} {
+		stdout.Reset()
+		if err := cmdDLQ(ctx, e, append([]string{"redrive", "--log-level", "error"}, args...)); err != nil {
+			t.Errorf("dlq redrive %s: %v", strings.Join(args, " "), err)
+			continue
+		}
+		if !strings.Contains(stdout.String(), "2 dead-lettered message(s) would go back") {
+			t.Errorf("dlq redrive %s printed:\n%s", strings.Join(args, " "), stdout)
+		}
+	}
+	for _, args := range [][]string{{"--id", a, "oops"}, {"--dry-run", a}, {"--id", a, "3x"}} {
+		err := cmdDLQ(ctx, e, append([]string{"redrive", "--log-level", "error"}, args...))
+		if exitCode(err, &bytes.Buffer{}) != 2 {
+			t.Errorf("dlq redrive %s: %v, want a usage error", strings.Join(args, " "), err)
+		}
+	}
+	stdout.Reset()
+	if err := cmdDLQ(ctx, e, []string{"redrive", "--log-level", "error", "--id", a, b}); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(stdout.String(), "redrove 2 ") || deadCount(t, conn) != 0 {
+		t.Errorf("redrive --id %s %s: %d dead left; printed:\n%s", a, b, deadCount(t, conn), stdout)
+	}
+}

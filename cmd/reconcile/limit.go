@@ -13,8 +13,8 @@ import (
 )
 
 func cmdLimit(ctx context.Context, e *env, args []string) error {
-	if len(args) == 0 || args[0] == "-h" || args[0] == "--help" || args[0] == "help" {
-		fmt.Fprintf(e.stderr, "Usage: reconcile limit show [--provider NAME | --name NAME] [--json]\n       reconcile limit set [--rate R] [--burst B] [--provider NAME | --name NAME]\n\n"+
+	if len(args) == 0 || isHelp(args[0]) {
+		fmt.Fprintf(e.usageOut(args), "Usage: reconcile limit show [--provider NAME | --name NAME] [--json]\n       reconcile limit set [--rate R] [--burst B] [--provider NAME | --name NAME]\n\n"+
 			"Show or change the provider's rate limit, shared by every consumer through the database.\n"+
 			"With a providers file each provider has its own: --provider names it.\n"+
 			"Running consumers apply a change within a second. Without a stored setting the limit is\n"+
