@@ -216,6 +216,9 @@ func (e *env) dial(ctx context.Context, logger *slog.Logger, maxConns int32) (*p
 		return nil, usageErrorf("no database configured: set DATABASE_URL (or PGHOST and friends), or try `reconcile demo`, which starts a throwaway one")
 	}
 	pool, err := dbconn.Open(ctx, dbconn.Config{URL: url, Logger: logger, MaxConns: maxConns})
+	if bad := (*dbconn.ConnStringError)(nil); errors.As(err, &bad) {
+		return nil, usageError(err) // bad input: exit 2
+	}
 	if err != nil {
 		return nil, err
 	}

@@ -89,3 +89,28 @@ func TestHelpGoesToStdout(t *testing.T) {
 		}
 	}
 }
+
+// TestMalformedDatabaseURLSaysWhatIsWrong gives commands a DATABASE_URL
+// that does not parse: bad input (exit 2) with what is wrong, the string
+// redacted.
+func TestMalformedDatabaseURLSaysWhatIsWrong(t *testing.T) {
+	t.Parallel()
+	for url, want := range map[string]string{
+		"postgres://app:s3cret@db:54x2/reconcile":  "DATABASE_URL postgres://app:xxxxx@db:54x2/reconcile: invalid port",
+		"postgresql://app:s3cret@db/r?sslmode=yes": "sslmode is invalid",
+		"postgress://app:s3cret@db/reconcile":      `the scheme is "postgress"`,
+	} {
+		var stdout, stderr bytes.Buffer
+		getenv := func(k string) string {
+			if k == "DATABASE_URL" {
+				return url
+			}
+			return ""
+		}
+		err := run(context.Background(), []string{"stats"}, getenv, strings.NewReader(""), &stdout, &stderr)
+		code := exitCode(err, &stderr)
+		if code != 2 || !strings.Contains(stderr.String(), want) || strings.Contains(stderr.String(), "s3cret") {
+			t.Errorf("stats with DATABASE_URL %s: exit %d, stderr %q; want exit 2 saying %q", url, code, stderr.String(), want)
+		}
+	}
+}
