@@ -139,12 +139,12 @@ func serveConsole(ctx context.Context, e *env, logger *slog.Logger, pool *pgxpoo
 
 // serveDemoConsole serves the console of a kept demo database on a free
 // loopback port, without logins, until interrupted.
-func serveDemoConsole(ctx context.Context, e *env, logger *slog.Logger, url string) error {
+func serveDemoConsole(ctx context.Context, e *env, logger *slog.Logger, url, limiterName string) error {
 	pool, err := dbconn.Open(ctx, dbconn.Config{URL: url, Logger: logger})
 	if err != nil {
 		return err
 	}
 	defer pool.Close()
 	fmt.Fprintln(e.stdout, "\nThe console shows the demo's run; stop it with Ctrl-C (the database stays).")
-	return serveConsole(ctx, e, logger, pool, "127.0.0.1:0", console.Config{Auth: console.Auth{Local: true}, Limiter: demoLimiter})
+	return serveConsole(ctx, e, logger, pool, "127.0.0.1:0", console.Config{Auth: console.Auth{Local: true}, Limiter: limiterName})
 }
