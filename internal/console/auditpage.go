@@ -213,15 +213,25 @@ func writeTransitions(ctx context.Context, rd *reader, runID uuid.UUID, w io.Wri
 	)
 	_, err = pgx.ForEachRow(rows, []any{&tid, &txID, &seq, &from, &to, &at, &attempt, &status, &reason, &retry,
 		&details, &actor, &prev, &hsh}, func() error {
-		return cw.Write([]string{strconv.FormatInt(tid, 10), txID, strconv.Itoa(seq), from, to,
-			at.UTC().Format(time.RFC3339Nano), strconv.Itoa(attempt), fmtIntPtr(status), reason, int64Str(retry),
-			details, actor, prev, hsh})
+		// Text cells as the report writes them: no formula for a
+		// spreadsheet (report.SafeCell); numbers and hashes as they are.
+		return cw.Write([]string{strconv.FormatInt(tid, 10), report.SafeCell(txID), strconv.Itoa(seq), from, to,
+			at.UTC().Format(time.RFC3339Nano), strconv.Itoa(attempt), csvIntPtr(status), report.SafeCell(reason), int64Str(retry),
+			report.SafeCell(details), report.SafeCell(actor), prev, hsh})
 	})
 	if err != nil {
 		return err
 	}
 	cw.Flush()
 	return cw.Error()
+}
+
+// csvIntPtr writes a nullable number as a CSV cell: empty for NULL.
+func csvIntPtr(p *int) string {
+	if p == nil {
+		return ""
+	}
+	return strconv.Itoa(*p)
 }
 
 // hashWriter hashes and counts what passes through it.

@@ -2,6 +2,7 @@ package console
 
 import (
 	"context"
+	"encoding/csv"
 	"html"
 	"io"
 	"net/http"
@@ -45,10 +46,12 @@ func setupDeadLetters(t *testing.T, ids []string) *testBundle {
 	ctx := context.Background()
 	b := setup(t, htpasswd(t))
 	var file strings.Builder
-	file.WriteString("transaction_id,account_id,amount_minor,currency,status,occurred_at\n")
+	cw := csv.NewWriter(&file)
+	_ = cw.Write([]string{"transaction_id", "account_id", "amount_minor", "currency", "status", "occurred_at"})
 	for _, id := range ids {
-		file.WriteString(`"` + id + `",acc_` + id + ",100,EUR,succeeded,2026-10-23T08:00:00Z\n")
+		_ = cw.Write([]string{id, "acc_" + id, "100", "EUR", "succeeded", "2026-10-23T08:00:00Z"})
 	}
+	cw.Flush()
 	enq, err := enqueue.New(b.pool, enqueue.Config{Queue: b.q, Actor: "ops@batch-1"})
 	if err != nil {
 		t.Fatal(err)

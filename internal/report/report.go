@@ -311,7 +311,9 @@ func utcItems(items []Item) []Item {
 //
 // The file is UTF-8 CSV as RFC 4180 describes it (comma separated, fields
 // with commas, quotes or newlines double-quoted), except that lines end in
-// \n. Columns may be appended in v1; none are renamed, removed or
+// \n. A text cell that a spreadsheet would take for a formula (starting
+// with = + - @, a tab or a carriage return, and not a plain number) starts
+// with a single quote (see SafeCell); numeric columns are never changed. Columns may be appended in v1; none are renamed, removed or
 // reordered.
 //   - provider_amount_minor, provider_currency, provider_status: for
 //     discrepancy rows, the provider's record; empty otherwise.
@@ -320,25 +322,28 @@ var CSVHeader = []string{"record", "reconciliation_id", "business_date", "genera
 	"attempts", "throttles", "detail", "at", "provider_amount_minor", "provider_currency", "provider_status"}
 
 // WriteCSV writes the report in the CSV layout documented at CSVHeader.
+// Text cells go through SafeCell, so a spreadsheet opening the file runs
+// no formula a payment file, a provider or an operator put in them.
 func (rep Report) WriteCSV(w io.Writer) error {
 	cw := csv.NewWriter(w)
-	run := []string{rep.Run.ReconciliationID, rep.Run.BusinessDate, strconv.Itoa(rep.Run.Generation)}
+	run := []string{SafeCell(rep.Run.ReconciliationID), rep.Run.BusinessDate, strconv.Itoa(rep.Run.Generation)}
 	write := func(kind string, rest ...string) {
 		_ = cw.Write(append(append([]string{kind}, run...), rest...))
 	}
 	_ = cw.Write(CSVHeader)
 	for _, d := range rep.Discrepancies {
-		write("discrepancy", d.TransactionID, d.AccountID, strconv.FormatInt(d.AmountMinor, 10), d.Currency, d.Status,
-			"mismatched", d.Field, d.Expected, d.Provider, "mismatched", "", strconv.Itoa(d.Attempts), "", "",
-			csvTime(d.CheckedAt), strconv.FormatInt(d.ProviderAmountMinor, 10), d.ProviderCurrency, d.ProviderStatus)
+		write("discrepancy", SafeCell(d.TransactionID), SafeCell(d.AccountID), strconv.FormatInt(d.AmountMinor, 10),
+			SafeCell(d.Currency), SafeCell(d.Status), "mismatched", SafeCell(d.Field), SafeCell(d.Expected), SafeCell(d.Provider),
+			"mismatched", "", strconv.Itoa(d.Attempts), "", "", csvTime(d.CheckedAt), strconv.FormatInt(d.ProviderAmountMinor, 10),
+			SafeCell(d.ProviderCurrency), SafeCell(d.ProviderStatus))
 	}
 	for _, it := range rep.Missing {
 		write("missing", itemCells(it)...)
 	}
 	for _, d := range rep.DeadLetters {
-		write("dead_letter", d.TransactionID, d.AccountID, strconv.FormatInt(d.AmountMinor, 10), d.Currency, d.Status,
-			"dead_lettered", "", "", "", d.Reason, httpStatus(d.HTTPStatus), strconv.Itoa(d.Attempts),
-			strconv.Itoa(d.Throttles), oneLine(d.Detail), csvTime(d.DeadLetteredAt), "", "", "")
+		write("dead_letter", SafeCell(d.TransactionID), SafeCell(d.AccountID), strconv.FormatInt(d.AmountMinor, 10),
+			SafeCell(d.Currency), SafeCell(d.Status), "dead_lettered", "", "", "", SafeCell(d.Reason), httpStatus(d.HTTPStatus),
+			strconv.Itoa(d.Attempts), strconv.Itoa(d.Throttles), SafeCell(oneLine(d.Detail)), csvTime(d.DeadLetteredAt), "", "", "")
 	}
 	for _, it := range rep.Items {
 		write("item", itemCells(it)...)
@@ -348,9 +353,9 @@ func (rep Report) WriteCSV(w io.Writer) error {
 }
 
 func itemCells(it Item) []string {
-	return []string{it.TransactionID, it.AccountID, strconv.FormatInt(it.AmountMinor, 10), it.Currency, it.Status,
-		it.Outcome, "", "", "", it.LastReason, httpStatus(it.LastHTTPStatus), strconv.Itoa(it.Attempts),
-		strconv.Itoa(it.Throttles), "", csvTime(it.CheckedAt), "", "", ""}
+	return []string{SafeCell(it.TransactionID), SafeCell(it.AccountID), strconv.FormatInt(it.AmountMinor, 10),
+		SafeCell(it.Currency), SafeCell(it.Status), SafeCell(it.Outcome), "", "", "", SafeCell(it.LastReason),
+		httpStatus(it.LastHTTPStatus), strconv.Itoa(it.Attempts), strconv.Itoa(it.Throttles), "", csvTime(it.CheckedAt), "", "", ""}
 }
 
 // oneLine puts an error text or body excerpt on one line: every run of
