@@ -169,7 +169,7 @@ type providerPace struct {
 }
 
 func (p providerPace) need() time.Duration {
-	return time.Duration(float64(p.items) / p.rate * float64(time.Second)).Round(time.Second)
+	return time.Duration(float64(p.items) / p.rate * float64(time.Second))
 }
 
 // loadPaces reads a run's items per provider and the rate each provider's
@@ -193,7 +193,7 @@ func loadPaces(ctx context.Context, pool *pgxpool.Pool, providers *profile.Provi
 		p := providerPace{provider: t.Provider, items: t.Items, rate: st.Rate, from: "the configured"}
 		if !st.Stored {
 			p.from = "the default"
-			if entry, ok := providers.Lookup(t.Provider); ok && entry.Rate > 0 {
+			if entry, ok := lookupProvider(providers, t.Provider); ok && entry.Rate > 0 {
 				p.rate, p.from = entry.Rate, "the providers file's"
 			}
 		}
@@ -202,6 +202,14 @@ func loadPaces(ctx context.Context, pool *pgxpool.Pool, providers *profile.Provi
 		}
 	}
 	return paces, nil
+}
+
+// lookupProvider finds a provider in a providers file; none without one.
+func lookupProvider(p *profile.Providers, name string) (profile.ProviderEntry, bool) {
+	if p == nil {
+		return profile.ProviderEntry{}, false
+	}
+	return p.Lookup(name)
 }
 
 // estimateConsumers says how long consumers need for paces: each provider

@@ -47,4 +47,17 @@ func TestEnqueueEstimatesAtEachProvidersLimit(t *testing.T) {
 			t.Errorf("enqueue printed %q, want %q in it", out, want)
 		}
 	}
+	// Without a providers file: the default limiter, not stored yet.
+	plain := filepath.Join(dir, "plain.csv")
+	if err := os.WriteFile(plain, []byte("transaction_id,account_id,amount_minor,currency,status,occurred_at\n"+
+		"p1,acc,100,EUR,succeeded,2026-10-25T10:00:00Z\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	stdout.Reset()
+	if err := cmdEnqueue(ctx, e, []string{"--date", "2026-10-25", "--source", plain, "--log-level", "error"}); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(stdout.String(), "a consumer needs 100ms at the default 10/s") {
+		t.Errorf("enqueue without a providers file printed %q", stdout)
+	}
 }

@@ -148,8 +148,8 @@ func OpenRuns(ctx context.Context, db DB) (int, error) {
 	return open, nil
 }
 
-// Completion is the completion record of a run: its totals when its last
-// item ended.
+// Completion is the latest completion record of a run: its totals when
+// its last item ended, the last time it did.
 type Completion struct {
 	ReconciliationID string
 	Items            int
@@ -157,24 +157,41 @@ type Completion struct {
 	Mismatched       int
 	Missing          int
 	DeadLettered     int
+	Cancelled        int
 	ProviderCalls    int64
 	Throttles        int64
-	// Took is the time from the run's creation to its completion.
+	// Took is the time from the run's creation to this completion.
 	Took time.Duration
 	// RunID identifies the run.
 	RunID uuid.UUID
 	// CompletedAt is when the completion was recorded.
 	CompletedAt time.Time
+	// Round is 1 for the run's first completion, N when redriven items
+	// finished it for the N-th time.
+	Round int
+	// CancelledBy and CancelReason say who withdrew the run and why; empty
+	// if nobody did.
+	CancelledBy  string
+	CancelReason string
 }
 
-// Completions returns the completion records of every completed run, by
-// business date and generation.
-func Completions(ctx context.Context, db DB) ([]Completion, error) {
+// Completions returns the latest completion record of each complete run
+// completed at or after since, by business date and generation: a run
+// redriven and completed again shows its last round's totals (from
+// completion_rounds), not its first's (run_completions keeps those), and a
+// run reopened by a redrive shows nothing until it completes again.
+func Completions(ctx context.Context, db DB, since time.Time) ([]Completion, error) {
 	rows, err := db.Query(ctx, `
-		SELECT r.reconciliation_id, c.items, c.matched, c.mismatched, c.missing, c.dead_lettered,
-		       c.provider_calls, c.throttles, c.completed_at - r.created_at, r.run_id, c.completed_at
+		SELECT r.reconciliation_id, coalesce(k.items, c.items), coalesce(k.matched, c.matched),
+		       coalesce(k.mismatched, c.mismatched), coalesce(k.missing, c.missing),
+		       coalesce(k.dead_lettered, c.dead_lettered), coalesce(k.cancelled, c.cancelled),
+		       coalesce(k.provider_calls, c.provider_calls), coalesce(k.throttles, c.throttles),
+		       coalesce(k.completed_at, c.completed_at) - r.created_at, r.run_id, coalesce(k.completed_at, c.completed_at),
+		       c.round, coalesce(r.cancelled_by, ''), coalesce(r.cancel_reason, '')
 		  FROM runs r JOIN run_completions c USING (run_id)
-		 ORDER BY r.business_date, r.generation`)
+		  LEFT JOIN completion_rounds k ON k.run_id = c.run_id AND k.account_id IS NULL AND k.round = c.round AND c.round > 1
+		 WHERE r.completed_at IS NOT NULL AND coalesce(k.completed_at, c.completed_at) >= $1
+		 ORDER BY r.business_date, r.generation`, since)
 	if err != nil {
 		return nil, fmt.Errorf("read completions: %w", err)
 	}
