@@ -96,33 +96,36 @@ func cmdDLQRedrive(ctx context.Context, e *env, args []string) error {
 		return err
 	}
 	q := queue.New(pool, queue.Config{Logger: logger})
-	if len(f.IDs) > 0 || *dryRun {
-		dls, err := q.DeadLetters(ctx, f)
-		if err != nil {
-			return err
-		}
-		if err := missingIDs(f.IDs, dls); err != nil {
-			return err
-		}
-		dls = slices.DeleteFunc(dls, func(d queue.DeadLetter) bool { return d.Reason == queue.ReasonCancelled })
-		if *dryRun {
-			for _, d := range dls {
-				fmt.Fprintf(e.stdout, "would redrive %d\t%s\t%s\t%s\n", d.ID, d.ReconciliationID, d.TransactionID, d.Reason)
-			}
-			fmt.Fprintf(e.stdout, "%d dead-lettered message(s) would go back to the queue (dry run: nothing changed)\n", len(dls))
-			return nil
-		}
+	dls, err := q.DeadLetters(ctx, f)
+	if err != nil {
+		return err
 	}
-	var n int
+	if err := missingIDs(f.IDs, dls); err != nil {
+		return err
+	}
+	n := len(dls)
+	dls = slices.DeleteFunc(dls, func(d queue.DeadLetter) bool { return d.Reason == queue.ReasonCancelled })
+	stay := ""
+	if withdrawn := n - len(dls); withdrawn > 0 {
+		stay = fmt.Sprintf("; %d of cancelled runs stay (never redriven: `reconcile enqueue --rerun all` checks a date again)", withdrawn)
+	}
+	if *dryRun {
+		for _, d := range dls {
+			fmt.Fprintf(e.stdout, "would redrive %d\t%s\t%s\t%s\n", d.ID, d.ReconciliationID, d.TransactionID, d.Reason)
+		}
+		fmt.Fprintf(e.stdout, "%d dead-lettered message(s) would go back to the queue%s (dry run: nothing changed)\n", len(dls), stay)
+		return nil
+	}
+	var redriven int
 	err = pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
 		var err error
-		n, err = enqueue.Requeue(ctx, q, tx, f, "redrive", actorName())
+		redriven, err = enqueue.Requeue(ctx, q, tx, f, "redrive", actorName())
 		return err
 	})
 	if err != nil {
 		return fmt.Errorf("redrive dead letters: %w", err)
 	}
-	fmt.Fprintf(e.stdout, "redrove %d dead-lettered message(s) back to the queue\n", n)
+	fmt.Fprintf(e.stdout, "redrove %d dead-lettered message(s) back to the queue%s\n", redriven, stay)
 	return nil
 }
 
