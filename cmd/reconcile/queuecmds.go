@@ -184,12 +184,12 @@ func itemAttempts(ctx context.Context, pool *pgxpool.Pool, dls []queue.DeadLette
 	return out, nil
 }
 
-// age renders a duration for a table: whole seconds, "-" for none.
+// age renders a duration for a table (human.Duration), "-" for none.
 func age(d time.Duration) string {
 	if d <= 0 {
 		return "-"
 	}
-	return d.Round(time.Second).String()
+	return human.Duration(d)
 }
 
 // excerpt cuts s to at most n runes, on one line.

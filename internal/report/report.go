@@ -2,6 +2,7 @@ package report
 
 import (
 	"bufio"
+	"cmp"
 	"context"
 	"encoding/csv"
 	"errors"
@@ -15,6 +16,7 @@ import (
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 
+	"github.com/reconcile/reconcile/internal/human"
 	"github.com/reconcile/reconcile/internal/ledger"
 	"github.com/reconcile/reconcile/internal/payments"
 )
@@ -386,42 +388,51 @@ func (rep Report) WriteTable(w io.Writer) error {
 	r := rep.Run
 	fmt.Fprintf(bw, "run %s (%s, generation %d, %s by %s)\n", r.ReconciliationID, r.BusinessDate, r.Generation, r.Trigger, r.TriggeredBy)
 	fmt.Fprintf(bw, "source %s (sha256 %s, time zone %s)\n", r.Source, r.SourceSHA256, r.TimeZone)
-	fmt.Fprintf(bw, "%d items: %d matched, %d mismatched, %d missing, %d dead-lettered, %d open; %d provider calls, %d throttled\n",
-		r.Items, r.Matched, r.Mismatched, r.Missing, r.DeadLettered, r.Open, r.ProviderCalls, r.Throttles)
+	fmt.Fprintf(bw, "%s items: %s matched, %s mismatched, %s missing, %s dead-lettered, %s open; %s provider calls, %s throttled\n",
+		count(r.Items), count(r.Matched), count(r.Mismatched), count(r.Missing), count(r.DeadLettered), count(r.Open),
+		human.Count(r.ProviderCalls), human.Count(r.Throttles))
 	writeProviderTotals(bw, "", rep.Providers)
 	fmt.Fprintf(bw, "created %s, completed %s\n", fmtTime(r.CreatedAt), fmtTimePtr(r.CompletedAt))
 
+	// Amounts in the currency's major units (the CSV and JSON keep minor
+	// units); tabwriter aligns the columns.
 	tw := tabwriter.NewWriter(bw, 0, 0, 2, ' ', 0)
 	section := func(title string, n int, header string) bool {
-		fmt.Fprintf(tw, "\n%s (%d)\n", title, n)
+		fmt.Fprintf(tw, "\n%s (%s)\n", title, count(n))
 		if n == 0 {
 			return false
 		}
 		fmt.Fprintln(tw, header)
 		return true
 	}
-	if section("discrepancies", len(rep.Discrepancies), "TRANSACTION\tACCOUNT\tAMOUNT_MINOR\tCURRENCY\tSTATUS\tFIELD\tEXPECTED\tPROVIDER") {
+	if section("discrepancies", len(rep.Discrepancies), "TRANSACTION\tACCOUNT\tAMOUNT\tSTATUS\tFIELD\tEXPECTED\tPROVIDER") {
 		for _, d := range rep.Discrepancies {
-			fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%s\t%s\t%s\t%s\n", cell(d.TransactionID), cell(d.AccountID), d.AmountMinor,
-				d.Currency, d.Status, d.Field, cell(d.Expected), cell(d.Provider))
+			expected, provider := d.Expected, d.Provider
+			if d.Field == "amount_minor" {
+				expected, provider = human.Money(d.AmountMinor, d.Currency), human.Money(d.ProviderAmountMinor, cmp.Or(d.ProviderCurrency, d.Currency))
+			}
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", cell(d.TransactionID), cell(d.AccountID), human.Money(d.AmountMinor, d.Currency),
+				d.Status, d.Field, cell(expected), cell(provider))
 		}
 	}
-	if section("missing at the provider", len(rep.Missing), "TRANSACTION\tACCOUNT\tAMOUNT_MINOR\tCURRENCY\tSTATUS\tATTEMPTS") {
+	if section("missing at the provider", len(rep.Missing), "TRANSACTION\tACCOUNT\tAMOUNT\tSTATUS\tATTEMPTS") {
 		for _, it := range rep.Missing {
-			fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%s\t%d\n", cell(it.TransactionID), cell(it.AccountID), it.AmountMinor, it.Currency, it.Status, it.Attempts)
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\n", cell(it.TransactionID), cell(it.AccountID), human.Money(it.AmountMinor, it.Currency),
+				it.Status, it.Attempts)
 		}
 	}
-	if section("dead letters", len(rep.DeadLetters), "TRANSACTION\tACCOUNT\tAMOUNT_MINOR\tCURRENCY\tSTATUS\tREASON\tHTTP\tATTEMPTS\tTHROTTLES\tDETAIL") {
+	if section("dead letters", len(rep.DeadLetters), "TRANSACTION\tACCOUNT\tAMOUNT\tSTATUS\tREASON\tHTTP\tATTEMPTS\tTHROTTLES\tDETAIL") {
 		for _, d := range rep.DeadLetters {
-			fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%s\t%s\t%s\t%d\t%d\t%s\n", cell(d.TransactionID), cell(d.AccountID),
-				d.AmountMinor, d.Currency, d.Status, d.Reason, cell(httpStatus(d.HTTPStatus)), d.Attempts, d.Throttles,
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%d\t%d\t%s\n", cell(d.TransactionID), cell(d.AccountID),
+				human.Money(d.AmountMinor, d.Currency), d.Status, d.Reason, cell(httpStatus(d.HTTPStatus)), d.Attempts, d.Throttles,
 				cell(oneLine(d.Detail)))
 		}
 	}
-	if rep.Items != nil && section("items", len(rep.Items), "TRANSACTION\tACCOUNT\tAMOUNT_MINOR\tCURRENCY\tSTATUS\tOUTCOME\tATTEMPTS\tTHROTTLES\tLAST_HTTP\tLAST_REASON") {
+	if rep.Items != nil && section("items", len(rep.Items), "TRANSACTION\tACCOUNT\tAMOUNT\tSTATUS\tOUTCOME\tATTEMPTS\tTHROTTLES\tLAST_HTTP\tLAST_REASON") {
 		for _, it := range rep.Items {
-			fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%s\t%s\t%d\t%d\t%s\t%s\n", cell(it.TransactionID), cell(it.AccountID), it.AmountMinor,
-				it.Currency, it.Status, it.Outcome, it.Attempts, it.Throttles, cell(httpStatus(it.LastHTTPStatus)), cell(it.LastReason))
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%d\t%d\t%s\t%s\n", cell(it.TransactionID), cell(it.AccountID),
+				human.Money(it.AmountMinor, it.Currency), it.Status, it.Outcome, it.Attempts, it.Throttles,
+				cell(httpStatus(it.LastHTTPStatus)), cell(it.LastReason))
 		}
 	}
 	if err := tw.Flush(); err != nil {
@@ -429,6 +440,9 @@ func (rep Report) WriteTable(w io.Writer) error {
 	}
 	return bw.Flush()
 }
+
+// count writes an item count for people.
+func count(n int) string { return human.Count(int64(n)) }
 
 // cell makes a value safe for one table cell: empty becomes "-", and tabs,
 // newlines and other control characters (ids may hold anything printable,

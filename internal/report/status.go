@@ -18,6 +18,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/reconcile/reconcile/internal/human"
 	"github.com/reconcile/reconcile/internal/ledger"
 	"github.com/reconcile/reconcile/internal/limiter"
 	"github.com/reconcile/reconcile/internal/payments"
@@ -235,7 +236,7 @@ func LoadStatus(ctx context.Context, pool *pgxpool.Pool, opts StatusOptions) (St
 		for _, r := range st.Runs {
 			if r.Open > 0 {
 				st.Warnings = append(st.Warnings, fmt.Sprintf("%s will miss the deadline %s: %d open items and no consumer seen in the last %s; start `reconcile consume`.",
-					r.ReconciliationID, st.Deadline.UTC().Format(time.RFC3339), r.Open, fmtDuration(opts.ConsumerWindow)))
+					r.ReconciliationID, st.Deadline.UTC().Format(time.RFC3339), r.Open, human.Duration(opts.ConsumerWindow)))
 			}
 		}
 	}
@@ -348,19 +349,19 @@ func (st *Status) estimate(now time.Time) {
 }
 
 func deadlineWarning(r RunStatus, ahead int, rate, configured float64, now, deadline time.Time) string {
-	msg := fmt.Sprintf("%s will miss the deadline %s: %d open items (with the runs ahead of it) need about %s at the effective %s/s, finishing about %s.",
-		r.ReconciliationID, deadline.UTC().Format(time.RFC3339), ahead, fmtDuration(time.Duration(*r.ETASeconds)*time.Second),
-		fmtRate(rate), r.EstimatedCompletion.UTC().Format(time.RFC3339))
+	msg := fmt.Sprintf("%s will miss the deadline %s: %d open items (with the runs ahead of it) need about %s at the effective %s, finishing about %s.",
+		r.ReconciliationID, deadline.UTC().Format(time.RFC3339), ahead, human.Duration(time.Duration(*r.ETASeconds)*time.Second),
+		human.Rate(rate), r.EstimatedCompletion.UTC().Format(time.RFC3339))
 	left := deadline.Sub(now)
 	if left <= 0 {
 		return msg + " The deadline has passed."
 	}
 	need := float64(ahead) / left.Seconds()
-	msg += fmt.Sprintf(" No algorithm fixes an arrival rate above the provider's ceiling: finishing in time needs %s/s", fmtRate(math.Ceil(need*10)/10))
+	msg += fmt.Sprintf(" No algorithm fixes an arrival rate above the provider's ceiling: finishing in time needs %s", human.Rate(math.Ceil(need*10)/10))
 	if need > configured {
-		msg += fmt.Sprintf(", above the configured %s/s; raise the provider's limit (then `reconcile limit set --rate`) or start the run earlier.", fmtRate(configured))
+		msg += fmt.Sprintf(", above the configured %s; raise the provider's limit (then `reconcile limit set --rate`) or start the run earlier.", human.Rate(configured))
 	} else {
-		msg += fmt.Sprintf(", within the configured %s/s but above the effective rate the provider allows now; the provider is throttling: ask for a higher limit or start the run earlier.", fmtRate(configured))
+		msg += fmt.Sprintf(", within the configured %s but above the effective rate the provider allows now; the provider is throttling: ask for a higher limit or start the run earlier.", human.Rate(configured))
 	}
 	return msg
 }
