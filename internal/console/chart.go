@@ -12,6 +12,7 @@ import (
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 
+	"github.com/reconcile/reconcile/internal/human"
 	"github.com/reconcile/reconcile/internal/limiter"
 )
 
@@ -289,8 +290,8 @@ func loadLimits(ctx context.Context, rd *reader, l *limiterRow, start, end time.
 		// Every change of the effective rate is recorded: without a row,
 		// the rate in force now held over the whole run.
 		out.Points = []limitPoint{{At: start, Effective: l.EffectiveRate, Estimate: math.NaN(), Configured: configured,
-			Cause: "effective " + fmtRate(l.EffectiveRate) + "/s, configured " + fmtRate(l.Rate) +
-				"/s: no change of limiter " + l.Name + " is recorded up to the run's end"}}
+			Cause: "effective " + human.Rate(l.EffectiveRate) + ", configured " + human.Rate(l.Rate) +
+				": no change of limiter " + l.Name + " is recorded up to the run's end"}}
 		return out, nil
 	}
 	if len(before) == 1 {
@@ -299,7 +300,7 @@ func loadLimits(ctx context.Context, rd *reader, l *limiterRow, start, end time.
 			Configured: configured, Cause: "in force at the start (" + describeChange(c) + ")"})
 	} else {
 		out.Points = append(out.Points, limitPoint{At: start, Effective: math.NaN(), Estimate: math.NaN(),
-			Configured: configured, Cause: "configured " + fmtRate(configured) + "/s at the start"})
+			Configured: configured, Cause: "configured " + human.Rate(configured) + " at the start"})
 	}
 	for _, c := range during {
 		if c.Cause == limitSetCause {
@@ -341,19 +342,14 @@ func estimateOf(c limiter.Change) float64 {
 
 // describeChange is a history row as the chart's hover text.
 func describeChange(c limiter.Change) string {
-	s := fmtTime(c.At) + ": " + c.Cause + ", effective " + fmtRate(c.Rate) + "/s"
+	s := fmtTime(c.At) + ": " + c.Cause + ", effective " + human.Rate(c.Rate)
 	if c.Estimate > 0 {
-		s += ", estimate " + fmtRate(c.Estimate) + "/s"
+		s += ", estimate " + human.Rate(c.Estimate)
 	}
 	if c.Detail != "" {
 		s += " — " + c.Detail
 	}
 	return s
-}
-
-// fmtRate writes a rate with at most one decimal.
-func fmtRate(r float64) string {
-	return strconv.FormatFloat(math.Round(r*10)/10, 'f', -1, 64)
 }
 
 // svgChart is a chart laid out for the page's inline SVG.
@@ -427,7 +423,7 @@ func newSVGChart(tr traffic, lim limits) svgChart {
 	for _, p := range tr.Points {
 		if p.Throttles > 0 {
 			c.Marks = append(c.Marks, svgMark{X: x(p.At), Y: y(p.Throttles), Kind: "throttle",
-				Title: fmt.Sprintf("%s: %.1f 429s/s of %.1f calls/s", fmtTime(p.At), p.Throttles, p.Calls)})
+				Title: fmt.Sprintf("%s: %s 429s of %s calls", fmtTime(p.At), human.Rate(p.Throttles), human.Rate(p.Calls))})
 		}
 	}
 	// step draws one value of the limits as a step line that breaks where

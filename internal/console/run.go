@@ -4,10 +4,13 @@ import (
 	"context"
 	"fmt"
 	"net/http"
+	"strings"
 	"time"
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
+
+	"github.com/reconcile/reconcile/internal/human"
 )
 
 // queueSplit is where a run's open messages are, each count capped.
@@ -145,12 +148,12 @@ func estimate(d runData) (time.Duration, string) {
 		}
 		if rate := sum / float64(len(recent)); rate > 0 && d.Now.Sub(d.Traffic.Points[n-1].At) < time.Minute {
 			return time.Duration(open / rate * float64(time.Second)),
-				fmt.Sprintf("at the %.1f items/s of the last samples", rate)
+				"at the " + strings.Replace(human.Rate(rate), "/", " items/", 1) + " of the last samples"
 		}
 	}
 	if d.Limiter != nil && d.Limiter.EffectiveRate > 0 {
 		return time.Duration(open / d.Limiter.EffectiveRate * float64(time.Second)),
-			fmt.Sprintf("at limiter %s's effective %.1f calls/s", d.Limiter.Name, d.Limiter.EffectiveRate)
+			fmt.Sprintf("at limiter %s's effective %s", d.Limiter.Name, strings.Replace(human.Rate(d.Limiter.EffectiveRate), "/", " calls/", 1))
 	}
 	return 0, ""
 }

@@ -175,7 +175,8 @@ func TestRunPageBreaksDownByProvider(t *testing.T) {
 		}
 	}
 	stake := regexp.MustCompile(`(?s)<table class="at-stake">.*?</table>`).FindString(body)
-	for _, want := range []string{"<td>EUR</td>", "1,500 EUR (1)", "990 EUR (1)", "2,490 EUR", "<td>GBP</td>", "4,200 GBP", "<td>USD</td>", "250 USD (1)"} {
+	// In major units: the ledger's 1500 EUR cents are 15.00 EUR.
+	for _, want := range []string{"<td>EUR</td>", "15.00 EUR (1)", "9.90 EUR (1)", "24.90 EUR", "<td>GBP</td>", "42.00 GBP", "<td>USD</td>", "2.50 USD (1)"} {
 		if !strings.Contains(stake, want) {
 			t.Errorf("amounts at stake do not show %q:\n%s", want, stake)
 		}
@@ -185,7 +186,7 @@ func TestRunPageBreaksDownByProvider(t *testing.T) {
 	}
 	w = b.do(t, "GET", "/", bob, nil)
 	wantStatus(t, w, http.StatusOK, "runs page")
-	for _, want := range []string{"2,490 EUR", "4,200 GBP", "250 USD"} {
+	for _, want := range []string{"24.90 EUR", "42.00 GBP", "2.50 USD"} {
 		if !strings.Contains(w.Body.String(), want) {
 			t.Errorf("the runs page does not show %s at stake:\n%s", want, w.Body)
 		}
@@ -229,5 +230,21 @@ func TestChartMergesCloseLimitMarks(t *testing.T) {
 	}
 	if got := strings.Count(c.Effective, "V"); got != 999 {
 		t.Errorf("the effective line has %d steps, want every one of the 999 changes", got)
+	}
+}
+
+func TestFmtDifference(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct{ field, value, currency, want string }{
+		{"amount_minor", "164858", "EUR", "1,648.58 EUR"},
+		{"amount_minor", "-1499", "USD", "-14.99 USD"},
+		{"amount_minor", "1500", "JPY", "1,500 JPY"},
+		{"amount_minor", "<i>1499</i>", "EUR", "<i>1499</i>"},
+		{"currency", "EUR", "EUR", "EUR"},
+		{"status", "1500", "EUR", "1500"},
+	} {
+		if got := fmtDifference(tc.field, tc.value, tc.currency); got != tc.want {
+			t.Errorf("fmtDifference(%s, %s, %s) = %q, want %q", tc.field, tc.value, tc.currency, got, tc.want)
+		}
 	}
 }
