@@ -50,6 +50,9 @@ type traffic struct {
 	// Transitions is the span of the run's transition ids: its number of
 	// transitions when it ran alone, an upper bound otherwise.
 	Transitions int64
+	// Bin is the width of the bins of an exact (not sampled) traffic: a bin
+	// without a point had no transition, its rates were zero.
+	Bin time.Duration
 }
 
 // Chart sizes: up to exactTransitions a run's transitions are all read and
@@ -102,6 +105,7 @@ const (
 func binTraffic(ctx context.Context, rd *reader, runID uuid.UUID, tr *traffic) error {
 	span := tr.End.Sub(tr.Start)
 	bin := max(time.Second, (span / chartBins).Round(time.Second))
+	tr.Bin = bin
 	rows, err := rd.Query(ctx, `
 		SELECT date_bin($2::interval, at, $3::timestamptz) AS b,
 		       count(*) FILTER (WHERE `+callFilter+`),
@@ -410,9 +414,10 @@ func newSVGChart(tr traffic, lim limits) svgChart {
 		return float64(c.Left) + math.Max(0, math.Min(1, f))*w
 	}
 	y := func(v float64) float64 { return float64(c.Top) + h - math.Max(0, math.Min(1, v/top))*h }
+	points := withIdleBins(tr, end)
 	line := func(get func(trafficPoint) float64) string {
 		var b strings.Builder
-		for _, p := range tr.Points {
+		for _, p := range points {
 			fmt.Fprintf(&b, "%.1f,%.1f ", x(p.At), y(get(p)))
 		}
 		return strings.TrimSpace(b.String())
@@ -491,6 +496,38 @@ func newSVGChart(tr traffic, lim limits) svgChart {
 		c.XTicks = append(c.XTicks, svgTick{X: x(t), Y: float64(c.Height - c.Bottom + 18), Label: t.UTC().Format("15:04:05")})
 	}
 	return c
+}
+
+// withIdleBins returns an exact traffic's points with the bins that had no
+// transition drawn at zero up to end: where the run was idle for 15 s the
+// lines fall to the axis and stay there, instead of sloping from the last
+// busy bin to the next. A zero point at each edge of an idle stretch is
+// enough for a polyline. Sampled traffic is returned as it is: its points
+// are averages between windows, which say nothing of idle bins.
+func withIdleBins(tr traffic, end time.Time) []trafficPoint {
+	if tr.Bin <= 0 || len(tr.Points) == 0 {
+		return tr.Points
+	}
+	out := make([]trafficPoint, 0, len(tr.Points)+4)
+	idle := func(from, to time.Time) { // the bins strictly between from and to
+		if to.Sub(from) > tr.Bin*3/2 {
+			out = append(out, trafficPoint{At: from.Add(tr.Bin)})
+			if to.Sub(from) > tr.Bin*5/2 {
+				out = append(out, trafficPoint{At: to.Add(-tr.Bin)})
+			}
+		}
+	}
+	for i, p := range tr.Points {
+		if i > 0 {
+			idle(tr.Points[i-1].At, p.At)
+		}
+		out = append(out, p)
+	}
+	// An open run idle since its last transition: zero up to now.
+	if last := tr.Points[len(tr.Points)-1].At; end.Sub(last) > tr.Bin {
+		idle(last, end.Add(tr.Bin))
+	}
+	return out
 }
 
 // niceCeil rounds v up to 1, 2 or 5 times a power of ten.
