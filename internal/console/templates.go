@@ -38,7 +38,14 @@ var templateFuncs = template.FuncMap{
 	"contains": strings.Contains,
 	"sub":      func(a, b int) int { return a - b },
 	"deref":    func(p *int) int { return *p },
-	"int64":    int64Str,
+	"deref64":  func(p *int64) int64 { return *p },
+	"derefstr": func(p *string) string {
+		if p == nil {
+			return ""
+		}
+		return *p
+	},
+	"int64": int64Str,
 }
 
 func parsePages() (*pages, error) {
