@@ -28,6 +28,7 @@ type uiFlags struct {
 	insecureLocal    bool
 	limiter          string
 	statementTimeout time.Duration
+	maxExports       int
 }
 
 func cmdUI(ctx context.Context, e *env, args []string) error {
@@ -48,6 +49,7 @@ with --insecure-local, and then everyone is an operator.`,
 	fs.BoolVar(&f.insecureLocal, "insecure-local", false, "no authentication (loopback --addr only): everyone is an operator")
 	fs.StringVar(&f.limiter, "limiter", limiter.DefaultName, "limiter whose limits a run's chart shows")
 	fs.DurationVar(&f.statementTimeout, "statement-timeout", 2*time.Second, "timeout of each statement of a page")
+	fs.IntVar(&f.maxExports, "max-exports", 2, "exports, verifications and audit bundles at once (one per user), each on a database connection of its own")
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
@@ -55,13 +57,16 @@ with --insecure-local, and then everyone is an operator.`,
 	if err != nil {
 		return err
 	}
+	if f.maxExports < 1 {
+		return usageErrorf("ui: --max-exports %d: want at least 1", f.maxExports)
+	}
 	logger, pool, err := e.open(ctx)
 	if err != nil {
 		return err
 	}
 	defer pool.Close()
 	return serveConsole(ctx, e, logger, pool, f.addr, console.Config{Auth: auth, Limiter: f.limiter,
-		StatementTimeout: f.statementTimeout})
+		StatementTimeout: f.statementTimeout, MaxExports: f.maxExports})
 }
 
 // auth turns the flags into the console's authentication, refusing a
@@ -127,6 +132,7 @@ func serveConsole(ctx context.Context, e *env, logger *slog.Logger, pool *pgxpoo
 	if err != nil {
 		return err
 	}
+	defer h.Close()
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
 		return usageErrorf("ui: --addr %s: %v", addr, err)

@@ -37,10 +37,7 @@ func (c *testClock) Add(d time.Duration) {
 // is c.
 func (b *testBundle) withClock(t *testing.T, auth Auth, c *testClock) {
 	t.Helper()
-	h, err := New(Config{Pool: b.pool, Auth: auth, Queue: b.q, Now: c.Now})
-	if err != nil {
-		t.Fatal(err)
-	}
+	h := newHandler(t, Config{Pool: b.pool, Auth: auth, Queue: b.q, Now: c.Now})
 	b.h = h
 }
 
@@ -123,10 +120,7 @@ func TestUnknownUsersCostWhatKnownOnesCost(t *testing.T) {
 		t.Fatal(err)
 	}
 	cheap, _ := bcrypt.GenerateFromPassword([]byte("pw"), bcrypt.MinCost)
-	h, err := New(Config{Pool: b.pool, Auth: Auth{Users: map[string]string{"alice": string(hash), "bob": string(cheap)}}})
-	if err != nil {
-		t.Fatal(err)
-	}
+	h := newHandler(t, Config{Pool: b.pool, Auth: Auth{Users: map[string]string{"alice": string(hash), "bob": string(cheap)}}})
 	if got, err := bcrypt.Cost(h.auth.decoy); err != nil || got != cost {
 		t.Errorf("decoy hash cost %d (%v), want the file's highest, %d", got, err, cost)
 	}

@@ -137,6 +137,7 @@ func BenchmarkPages(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
+	b.Cleanup(h.Close)
 	cookie, err := h.auth.sessions.create(ctx, "alice", "bench")
 	if err != nil {
 		b.Fatal(err)

@@ -58,8 +58,16 @@ type Config struct {
 	// StatementTimeout bounds every statement of a page. Defaults to 2s.
 	StatementTimeout time.Duration
 	// ExportTimeout bounds exports, audit verification and bundles, which
-	// read whole runs. Defaults to 5m.
+	// read whole runs, from the request to the last byte sent. Defaults to
+	// 5m.
 	ExportTimeout time.Duration
+	// MaxExports is how many exports, verifications and bundles run at
+	// once (one per user), each on a connection of their own pool of this
+	// size, so that they never take a page's connection. Defaults to 2.
+	MaxExports int
+	// TempDir is where exports are staged before they are sent. Defaults
+	// to os.TempDir().
+	TempDir string
 	// ReadTimeout bounds the reading of a whole request, body included, by
 	// the server NewServer returns: a form of at most 64 KiB arrives within
 	// the default at 5 KiB/s. Defaults to 15s.
@@ -85,12 +93,16 @@ type Config struct {
 	Logger *slog.Logger
 }
 
-// Handler is the console. It is safe for concurrent use.
+// Handler is the console. It is safe for concurrent use. Close closes the
+// connections of its exports.
 type Handler struct {
-	cfg   Config
-	pages *pages
-	auth  *authenticator
-	mux   http.Handler
+	cfg     Config
+	pages   *pages
+	auth    *authenticator
+	mux     http.Handler
+	exports *exportSlots
+	// exportPool holds the exports' own connections.
+	exportPool *pgxpool.Pool
 }
 
 // New returns the console for cfg.
@@ -107,6 +119,8 @@ func New(cfg Config) (*Handler, error) {
 	cfg.Limiter = cmp.Or(cfg.Limiter, limiter.DefaultName)
 	cfg.StatementTimeout = cmp.Or(cfg.StatementTimeout, 2*time.Second)
 	cfg.ExportTimeout = cmp.Or(cfg.ExportTimeout, 5*time.Minute)
+	cfg.MaxExports = cmp.Or(cfg.MaxExports, 2)
+	cfg.TempDir = cmp.Or(cfg.TempDir, os.TempDir())
 	cfg.ReadTimeout = cmp.Or(cfg.ReadTimeout, 15*time.Second)
 	cfg.PageSize = cmp.Or(cfg.PageSize, 50)
 	cfg.Window = cmp.Or(cfg.Window, 20_000)
@@ -129,10 +143,19 @@ func New(cfg Config) (*Handler, error) {
 	if err != nil {
 		return nil, fmt.Errorf("console: %w", err)
 	}
-	h := &Handler{cfg: cfg, pages: p, auth: a}
+	exportPool, err := newExportPool(context.Background(), cfg.Pool, cfg.MaxExports)
+	if err != nil {
+		return nil, err
+	}
+	h := &Handler{cfg: cfg, pages: p, auth: a, exportPool: exportPool,
+		exports: &exportSlots{max: cfg.MaxExports, users: map[string]bool{}}}
 	h.mux = h.routes()
 	return h, nil
 }
+
+// Close closes the exports' connections. The console answers no export
+// afterwards.
+func (h *Handler) Close() { h.exportPool.Close() }
 
 // ServeHTTP serves the console.
 func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) { h.mux.ServeHTTP(w, r) }

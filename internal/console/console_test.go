@@ -113,11 +113,19 @@ func setupDay(t *testing.T, auth Auth, day string) *testBundle {
 	if err := q.Release(ctx, release); err != nil {
 		t.Fatal(err)
 	}
-	h, err := New(Config{Pool: pool, Auth: auth, Queue: q})
+	h := newHandler(t, Config{Pool: pool, Auth: auth, Queue: q})
+	return &testBundle{pool: pool, h: h, runID: res.RunID, q: q}
+}
+
+// newHandler is New for a test: the console is closed when the test ends.
+func newHandler(t *testing.T, cfg Config) *Handler {
+	t.Helper()
+	h, err := New(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
-	return &testBundle{pool: pool, h: h, runID: res.RunID, q: q}
+	t.Cleanup(h.Close)
+	return h
 }
 
 // htpasswd returns users alice and bob with passwords "alice-pw" and

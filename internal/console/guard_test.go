@@ -99,10 +99,7 @@ func TestServerCutsSlowRequests(t *testing.T) {
 		t.Fatalf("server without limits: read header %v, read %v, write %v, idle %v, header bytes %d",
 			def.ReadHeaderTimeout, def.ReadTimeout, def.WriteTimeout, def.IdleTimeout, def.MaxHeaderBytes)
 	}
-	h, err := New(Config{Pool: b.pool, Auth: htpasswd(t), ReadTimeout: 300 * time.Millisecond})
-	if err != nil {
-		t.Fatal(err)
-	}
+	h := newHandler(t, Config{Pool: b.pool, Auth: htpasswd(t), ReadTimeout: 300 * time.Millisecond})
 	srv := h.NewServer(slog.New(slog.DiscardHandler))
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"net/http"
 	"net/url"
 	"strconv"
@@ -213,7 +214,7 @@ func (h *Handler) discrepanciesPage(w http.ResponseWriter, r *http.Request, u Us
 		return err
 	}
 	if f.Format != "" {
-		return h.exportItems(w, r, id, f)
+		return h.exportItems(w, r, u, id, f)
 	}
 	d := discrepancyData{Filters: f, Window: h.cfg.Window}
 	err = h.read(r.Context(), h.cfg.StatementTimeout, func(rd *reader) error {
@@ -239,43 +240,68 @@ func (h *Handler) discrepanciesPage(w http.ResponseWriter, r *http.Request, u Us
 }
 
 // exportItems writes every item the filters select (from After on) as a
-// report of the run in the report command's CSV or JSON format.
-func (h *Handler) exportItems(w http.ResponseWriter, r *http.Request, id uuid.UUID, f filters) error {
-	h.exportDeadline(w)
-	var rep report.Report
-	err := h.read(r.Context(), h.cfg.ExportTimeout, func(rd *reader) error {
-		run, err := loadRun(r.Context(), rd, id)
+// report of the run in the report command's CSV or JSON format: the
+// discrepancies, then (outcome=all or missing) the missing items, each
+// read a window of Config.Window items at a time.
+func (h *Handler) exportItems(w http.ResponseWriter, r *http.Request, u User, id uuid.UUID, f filters) error {
+	return h.export(w, r, u, func(ctx context.Context, rd *reader, out io.Writer) (download, error) {
+		run, err := loadRun(ctx, rd, id)
 		if err != nil {
-			return err
+			return download{}, err
 		}
-		items, _, _, err := findItems(r.Context(), rd, id, f, 0, 0)
+		s, err := report.NewStream(out, f.Format, newReport(run).Run)
 		if err != nil {
-			return err
+			return download{}, err
 		}
-		rep = newReport(run)
-		for _, it := range items {
-			if it.Outcome == string(ledger.Missing) {
-				rep.Missing = append(rep.Missing, it.Item)
-				continue
-			}
-			for _, df := range it.Differences {
-				if f.Field != "" && df.Field != f.Field {
-					continue
+		for _, state := range f.states() {
+			pass := f
+			pass.Outcome = state
+			err := eachFound(ctx, rd, id, pass, h.cfg.Window, func(it foundItem) error {
+				if it.Outcome == string(ledger.Missing) {
+					return s.Missing(it.Item)
 				}
-				rep.Discrepancies = append(rep.Discrepancies, report.Discrepancy{TransactionID: it.TransactionID,
-					AccountID: it.AccountID, Field: df.Field, Expected: df.Expected, Provider: df.Provider,
-					Attempts: it.Attempts, CheckedAt: it.CheckedAt,
-					AmountMinor: it.AmountMinor, Currency: it.Currency, Status: it.Status,
-					ProviderAmountMinor: it.ProviderAmountMinor, ProviderCurrency: it.ProviderCurrency,
-					ProviderStatus: it.ProviderStatus})
+				for _, df := range it.Differences {
+					if f.Field != "" && df.Field != f.Field {
+						continue
+					}
+					err := s.Discrepancy(report.Discrepancy{TransactionID: it.TransactionID,
+						AccountID: it.AccountID, Field: df.Field, Expected: df.Expected, Provider: df.Provider,
+						Attempts: it.Attempts, CheckedAt: it.CheckedAt,
+						AmountMinor: it.AmountMinor, Currency: it.Currency, Status: it.Status,
+						ProviderAmountMinor: it.ProviderAmountMinor, ProviderCurrency: it.ProviderCurrency,
+						ProviderStatus: it.ProviderStatus})
+					if err != nil {
+						return err
+					}
+				}
+				return nil
+			})
+			if err != nil {
+				return download{}, err
 			}
 		}
-		return nil
+		return reportDownload(run, "discrepancies", f.Format), s.Close(nil)
 	})
-	if err != nil {
-		return err
+}
+
+// eachFound calls fn for every item f selects after f.After, reading
+// window items of the run at a time by key.
+func eachFound(ctx context.Context, rd *reader, runID uuid.UUID, f filters, window int, fn func(foundItem) error) error {
+	for {
+		items, scanned, last, err := findItems(ctx, rd, runID, f, window, 0)
+		if err != nil {
+			return err
+		}
+		for _, it := range items {
+			if err := fn(it); err != nil {
+				return err
+			}
+		}
+		if scanned < int64(window) {
+			return nil
+		}
+		f.After = last
 	}
-	return writeReport(w, rep, f.Format, "discrepancies")
 }
 
 // newReport is an empty report of run in report's v1 format.
@@ -289,16 +315,13 @@ func newReport(run runRow) report.Report {
 		Discrepancies: []report.Discrepancy{}, Missing: []report.Item{}, DeadLetters: []report.DeadLetter{}}
 }
 
-// writeReport sends rep as a CSV or JSON download named after its run.
-func writeReport(w http.ResponseWriter, rep report.Report, format, what string) error {
-	name := fmt.Sprintf("%s-%s.%s", rep.Run.ReconciliationID, what, format)
-	w.Header().Set("Content-Disposition", `attachment; filename="`+name+`"`)
+// reportDownload names a CSV or JSON export of a run.
+func reportDownload(run runRow, what, format string) download {
+	d := download{name: fmt.Sprintf("%s-%s.%s", run.ReconciliationID, what, format), contentType: "application/json"}
 	if format == "csv" {
-		w.Header().Set("Content-Type", "text/csv; charset=utf-8")
-		return rep.WriteCSV(w)
+		d.contentType = "text/csv; charset=utf-8"
 	}
-	w.Header().Set("Content-Type", "application/json")
-	return rep.WriteJSON(w)
+	return d
 }
 
 // deadLetter is a dead-lettered item with its message.
@@ -405,6 +428,41 @@ func loadReasonGroups(ctx context.Context, rd *reader, runID uuid.UUID, limit in
 	return gs, capped{N: total, Cap: int64(limit)}, nil
 }
 
+// exportPage is how many dead letters an export reads per statement.
+const exportPage = 5000
+
+// exportDeadLetters writes the dead letters the filters select, in
+// message id order, as a report of the run in the report command's CSV or
+// JSON format, reading exportPage of them at a time by key.
+func (h *Handler) exportDeadLetters(w http.ResponseWriter, r *http.Request, u User, id uuid.UUID, f filters) error {
+	return h.export(w, r, u, func(ctx context.Context, rd *reader, out io.Writer) (download, error) {
+		run, err := loadRun(ctx, rd, id)
+		if err != nil {
+			return download{}, err
+		}
+		s, err := report.NewStream(out, f.Format, newReport(run).Run)
+		if err != nil {
+			return download{}, err
+		}
+		for {
+			dls, err := loadDeadLetters(ctx, rd, id, f, exportPage)
+			if err != nil {
+				return download{}, err
+			}
+			for _, d := range dls {
+				if err := s.DeadLetter(d.DeadLetter); err != nil {
+					return download{}, err
+				}
+			}
+			if len(dls) < exportPage {
+				break
+			}
+			f.After = strconv.FormatInt(dls[len(dls)-1].MessageID, 10)
+		}
+		return reportDownload(run, "dead-letters", f.Format), s.Close(nil)
+	})
+}
+
 // deadLettersPage lists a run's dead letters grouped by reason; operators
 // get the redrive form. format=csv or json exports the filtered list.
 func (h *Handler) deadLettersPage(w http.ResponseWriter, r *http.Request, u User) error {
@@ -418,24 +476,7 @@ func (h *Handler) deadLettersPage(w http.ResponseWriter, r *http.Request, u User
 	}
 	f.Outcome, f.Field = "", ""
 	if f.Format != "" {
-		h.exportDeadline(w)
-		var rep report.Report
-		err := h.read(r.Context(), h.cfg.ExportTimeout, func(rd *reader) error {
-			run, err := loadRun(r.Context(), rd, id)
-			if err != nil {
-				return err
-			}
-			dls, err := loadDeadLetters(r.Context(), rd, id, f, 0)
-			rep = newReport(run)
-			for _, d := range dls {
-				rep.DeadLetters = append(rep.DeadLetters, d.DeadLetter)
-			}
-			return err
-		})
-		if err != nil {
-			return err
-		}
-		return writeReport(w, rep, f.Format, "dead-letters")
+		return h.exportDeadLetters(w, r, u, id, f)
 	}
 	d := deadLetterData{Filters: f}
 	err = h.read(r.Context(), h.cfg.StatementTimeout, func(rd *reader) error {

@@ -12,6 +12,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgxpool"
 )
 
 // pageFunc serves one console route for an authorised user.
@@ -155,10 +156,15 @@ func (rd *reader) QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
 // snapshot for the whole page) whose statements time out after timeout and
 // are each planned for their arguments.
 func (h *Handler) read(ctx context.Context, timeout time.Duration, fn func(rd *reader) error) error {
+	return h.readOn(ctx, h.cfg.Pool, timeout, fn)
+}
+
+// readOn is read on a connection of pool.
+func (h *Handler) readOn(ctx context.Context, pool *pgxpool.Pool, timeout time.Duration, fn func(rd *reader) error) error {
 	stats := statsOf(ctx)
 	ctx, cancel := context.WithTimeout(ctx, timeout+time.Second)
 	defer cancel()
-	return pgx.BeginTxFunc(ctx, h.cfg.Pool, pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly},
+	return pgx.BeginTxFunc(ctx, pool, pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly},
 		func(tx pgx.Tx) error {
 			rd := &reader{tx: tx, stats: stats}
 			var s string

@@ -59,11 +59,8 @@ func TestConsoleRoleActsWithinItsGrants(t *testing.T) {
 	b := setup(t, htpasswd(t))
 	ctx := context.Background()
 	pool := consolePool(t, b)
-	h, err := New(Config{Pool: pool, Auth: htpasswd(t), Queue: queue.New(pool, queue.Config{}),
+	h := newHandler(t, Config{Pool: pool, Auth: htpasswd(t), Queue: queue.New(pool, queue.Config{}),
 		OpenSource: func(string) (io.ReadCloser, error) { return io.NopCloser(strings.NewReader(fixtureDay)), nil }})
-	if err != nil {
-		t.Fatal(err)
-	}
 	b.h = h
 	if err := migrations.Check(ctx, pool); err != nil {
 		t.Errorf("reconcile ui's schema check as reconcile_console: %v", err)

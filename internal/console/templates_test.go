@@ -119,7 +119,7 @@ func TestTransactionPageShowsAmounts(t *testing.T) {
 	bob := b.login(t, "bob")
 	run := "/runs/" + b.runID.String()
 	row := func(body, id string) string {
-		return regexp.MustCompile(`(?s)<tr id="`+id+`">.*?</tr>`).FindString(body)
+		return regexp.MustCompile(`(?s)<tr id="` + id + `">.*?</tr>`).FindString(body)
 	}
 	body := b.do(t, "GET", run+"/tx/tx_b", bob, nil).Body.String()
 	if e, p := row(body, "expected"), row(body, "reported"); !strings.Contains(e, "15.00 EUR") || !strings.Contains(p, "14.99 EUR") ||

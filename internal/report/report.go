@@ -4,7 +4,6 @@ import (
 	"bufio"
 	"cmp"
 	"context"
-	"encoding/csv"
 	"errors"
 	"fmt"
 	"io"
@@ -147,13 +146,85 @@ type DeadLetter struct {
 }
 
 // Load reads the report of the run opts selects; ErrNoRun when the date or
-// generation has none.
+// generation has none. It holds the whole report in memory: Write streams
+// one instead.
 func Load(ctx context.Context, db DB, opts Options) (Report, error) {
-	if opts.Date.IsZero() {
-		return Report{}, errors.New("load report: no business date")
-	}
 	rep := Report{Format: FormatVersion, Discrepancies: []Discrepancy{}, Missing: []Item{}, DeadLetters: []DeadLetter{}}
-	r := &rep.Run
+	run, err := loadRun(ctx, db, opts)
+	if err != nil {
+		return Report{}, err
+	}
+	rep.Run = run
+	c := (*collector)(&rep)
+	if err := readRows(ctx, db, run, opts.All, rowsTo{c.discrepancy, c.missing, c.deadLetter, c.item}); err != nil {
+		return Report{}, err
+	}
+	if rep.Providers, err = providerTotals(ctx, db, run.RunID); err != nil {
+		return Report{}, err
+	}
+	return rep, nil
+}
+
+// Write streams the report of the run opts selects to w in format (csv or
+// json, as WriteCSV and WriteJSON write them), reading its rows as they are
+// written: a run of any size in bounded memory. ErrNoRun when the date or
+// generation has none; then nothing is written.
+func Write(ctx context.Context, db DB, opts Options, format string, w io.Writer) error {
+	run, err := loadRun(ctx, db, opts)
+	if err != nil {
+		return err
+	}
+	s, err := NewStream(w, format, run)
+	if err != nil {
+		return err
+	}
+	if err := readRows(ctx, db, run, opts.All, rowsTo{s.Discrepancy, s.Missing, s.DeadLetter, s.Item}); err != nil {
+		return err
+	}
+	providers, err := providerTotals(ctx, db, run.RunID)
+	if err != nil {
+		return err
+	}
+	return s.Close(providers)
+}
+
+// collector gathers a report's rows in memory.
+type collector Report
+
+func (c *collector) discrepancy(d Discrepancy) error {
+	c.Discrepancies = append(c.Discrepancies, d)
+	return nil
+}
+
+func (c *collector) missing(it Item) error {
+	c.Missing = append(c.Missing, it)
+	return nil
+}
+
+func (c *collector) deadLetter(d DeadLetter) error {
+	c.DeadLetters = append(c.DeadLetters, d)
+	return nil
+}
+
+func (c *collector) item(it Item) error {
+	c.Items = append(c.Items, it)
+	return nil
+}
+
+// rowsTo receives a report's rows, each kind in the format's order.
+type rowsTo struct {
+	discrepancy func(Discrepancy) error
+	missing     func(Item) error
+	deadLetter  func(DeadLetter) error
+	item        func(Item) error
+}
+
+// loadRun reads the run of a report.
+func loadRun(ctx context.Context, db DB, opts Options) (Run, error) {
+	if opts.Date.IsZero() {
+		return Run{}, errors.New("load report: no business date")
+	}
+	var r Run
 	err := db.QueryRow(ctx, `
 		SELECT s.run_id, s.reconciliation_id, s.business_date::text, s.generation, s.trigger, s.triggered_by, s.source,
 		       r.source_sha256, r.time_zone, s.item_count, s.matched, s.mismatched, s.missing, s.dead_lettered,
@@ -166,76 +237,76 @@ func Load(ctx context.Context, db DB, opts Options) (Report, error) {
 			&r.Open, &r.ProviderCalls, &r.Throttles, &r.CreatedAt, &r.CompletedAt)
 	if errors.Is(err, pgx.ErrNoRows) {
 		if opts.Generation > 0 {
-			return Report{}, fmt.Errorf("report %s generation %d: %w", opts.Date, opts.Generation, ErrNoRun)
+			return Run{}, fmt.Errorf("report %s generation %d: %w", opts.Date, opts.Generation, ErrNoRun)
 		}
-		return Report{}, fmt.Errorf("report %s: %w", opts.Date, ErrNoRun)
+		return Run{}, fmt.Errorf("report %s: %w", opts.Date, ErrNoRun)
 	}
 	if err != nil {
-		return Report{}, fmt.Errorf("read run of %s: %w", opts.Date, err)
+		return Run{}, fmt.Errorf("read run of %s: %w", opts.Date, err)
 	}
+	return r, nil
+}
 
+// readRows reads the rows of run's report into to, one at a time, in the
+// format's order: discrepancies, missing items, dead letters, and with all
+// every item.
+func readRows(ctx context.Context, db DB, run Run, all bool, to rowsTo) error {
+	var d Discrepancy
 	rows, err := db.Query(ctx, `
 		SELECT d.transaction_id, d.account_id, d.field, d.expected, d.provider, i.attempts, d.checked_at,
 		       i.amount_minor, i.currency, i.status, coalesce(i.provider_amount_minor, 0),
 		       coalesce(i.provider_currency, ''), coalesce(i.provider_status, '')
 		  FROM discrepancies d JOIN items i USING (run_id, transaction_id)
-		 WHERE d.run_id = $1 ORDER BY d.transaction_id, d.field`, r.RunID)
+		 WHERE d.run_id = $1 ORDER BY d.transaction_id, d.field`, run.RunID)
+	if err == nil {
+		_, err = pgx.ForEachRow(rows, []any{&d.TransactionID, &d.AccountID, &d.Field, &d.Expected, &d.Provider, &d.Attempts,
+			&d.CheckedAt, &d.AmountMinor, &d.Currency, &d.Status, &d.ProviderAmountMinor, &d.ProviderCurrency,
+			&d.ProviderStatus}, func() error { return to.discrepancy(d) })
+	}
 	if err != nil {
-		return Report{}, fmt.Errorf("read discrepancies of %s: %w", r.ReconciliationID, err)
+		return fmt.Errorf("read discrepancies of %s: %w", run.ReconciliationID, err)
 	}
-	if rep.Discrepancies, err = pgx.CollectRows(rows, pgx.RowToStructByPos[Discrepancy]); err != nil {
-		return Report{}, fmt.Errorf("read discrepancies of %s: %w", r.ReconciliationID, err)
+	if err := eachItem(ctx, db, run.RunID, "missing", to.missing); err != nil {
+		return err
 	}
-	if rep.Missing, err = loadItems(ctx, db, r.RunID, "missing"); err != nil {
-		return Report{}, err
-	}
+	var dl DeadLetter
 	rows, err = db.Query(ctx, `
 		SELECT d.transaction_id, d.account_id, d.attempts, d.throttles, coalesce(d.reason, ''), d.http_status,
 		       coalesce(d.details ->> 'detail', d.details ->> 'error', ''), d.dead_lettered_at,
 		       i.amount_minor, i.currency, i.status
 		  FROM dead_lettered_items d JOIN items i USING (run_id, transaction_id)
-		 WHERE d.run_id = $1 ORDER BY d.transaction_id`, r.RunID)
+		 WHERE d.run_id = $1 ORDER BY d.transaction_id`, run.RunID)
+	if err == nil {
+		_, err = pgx.ForEachRow(rows, []any{&dl.TransactionID, &dl.AccountID, &dl.Attempts, &dl.Throttles, &dl.Reason,
+			&dl.HTTPStatus, &dl.Detail, &dl.DeadLetteredAt, &dl.AmountMinor, &dl.Currency, &dl.Status},
+			func() error { return to.deadLetter(dl) })
+	}
 	if err != nil {
-		return Report{}, fmt.Errorf("read dead letters of %s: %w", r.ReconciliationID, err)
+		return fmt.Errorf("read dead letters of %s: %w", run.ReconciliationID, err)
 	}
-	if rep.DeadLetters, err = pgx.CollectRows(rows, pgx.RowToStructByPos[DeadLetter]); err != nil {
-		return Report{}, fmt.Errorf("read dead letters of %s: %w", r.ReconciliationID, err)
+	if all {
+		return eachItem(ctx, db, run.RunID, "", to.item)
 	}
-	if opts.All {
-		if rep.Items, err = loadItems(ctx, db, r.RunID, ""); err != nil {
-			return Report{}, err
-		}
-	}
-	if rep.Providers, err = providerTotals(ctx, db, r.RunID); err != nil {
-		return Report{}, err
-	}
-	rep.Discrepancies = nonNil(rep.Discrepancies)
-	rep.Missing = nonNil(rep.Missing)
-	rep.DeadLetters = nonNil(rep.DeadLetters)
-	return rep, nil
+	return nil
 }
 
-// loadItems reads the run's items in state (all of them for "").
-func loadItems(ctx context.Context, db DB, runID uuid.UUID, state string) ([]Item, error) {
+// eachItem reads the run's items in state (all of them for "") into fn,
+// one at a time.
+func eachItem(ctx context.Context, db DB, runID uuid.UUID, state string, fn func(Item) error) error {
+	var it Item
 	rows, err := db.Query(ctx, `
 		SELECT transaction_id, account_id, amount_minor, currency, status, state, attempts, throttles,
 		       last_http_status, coalesce(last_reason, ''), terminal_at
 		  FROM items WHERE run_id = $1 AND ($2 = '' OR state = $2) ORDER BY transaction_id`, runID, state)
+	if err == nil {
+		_, err = pgx.ForEachRow(rows, []any{&it.TransactionID, &it.AccountID, &it.AmountMinor, &it.Currency, &it.Status,
+			&it.Outcome, &it.Attempts, &it.Throttles, &it.LastHTTPStatus, &it.LastReason, &it.CheckedAt},
+			func() error { return fn(it) })
+	}
 	if err != nil {
-		return nil, fmt.Errorf("read items of run %s: %w", runID, err)
+		return fmt.Errorf("read items of run %s: %w", runID, err)
 	}
-	items, err := pgx.CollectRows(rows, pgx.RowToStructByPos[Item])
-	if err != nil {
-		return nil, fmt.Errorf("read items of run %s: %w", runID, err)
-	}
-	return nonNil(items), nil
-}
-
-func nonNil[T any](s []T) []T {
-	if s == nil {
-		return []T{}
-	}
-	return s
+	return nil
 }
 
 // WriteJSON writes the report as one indented JSON object:
@@ -247,23 +318,27 @@ func nonNil[T any](s []T) []T {
 // DeadLetter. Instants are RFC 3339 in UTC; absent values are null; "items"
 // is present only with Options.All. Fields may be added in v1; none are
 // renamed or removed.
-func (rep Report) WriteJSON(w io.Writer) error {
-	utc := rep
-	utc.Run.CreatedAt = rep.Run.CreatedAt.UTC()
-	utc.Run.CompletedAt = utcPtr(rep.Run.CompletedAt)
-	utc.Discrepancies = make([]Discrepancy, len(rep.Discrepancies))
-	for i, d := range rep.Discrepancies {
-		d.CheckedAt = utcPtr(d.CheckedAt)
-		utc.Discrepancies[i] = d
+func (rep Report) WriteJSON(w io.Writer) error { return rep.write(w, "json") }
+
+// write writes the report through a Stream in format.
+func (rep Report) write(w io.Writer, format string) error {
+	s, err := NewStream(w, format, rep.Run)
+	if err != nil {
+		return err
 	}
-	utc.Missing = utcItems(rep.Missing)
-	utc.Items = utcItems(rep.Items)
-	utc.DeadLetters = make([]DeadLetter, len(rep.DeadLetters))
-	for i, d := range rep.DeadLetters {
-		d.DeadLetteredAt = utcPtr(d.DeadLetteredAt)
-		utc.DeadLetters[i] = d
+	for _, d := range rep.Discrepancies {
+		_ = s.Discrepancy(d)
 	}
-	return writeJSON(w, utc)
+	for _, it := range rep.Missing {
+		_ = s.Missing(it)
+	}
+	for _, d := range rep.DeadLetters {
+		_ = s.DeadLetter(d)
+	}
+	for _, it := range rep.Items {
+		_ = s.Item(it)
+	}
+	return s.Close(rep.Providers)
 }
 
 func utcPtr(t *time.Time) *time.Time {
@@ -272,18 +347,6 @@ func utcPtr(t *time.Time) *time.Time {
 	}
 	u := t.UTC()
 	return &u
-}
-
-func utcItems(items []Item) []Item {
-	if items == nil {
-		return nil
-	}
-	out := make([]Item, len(items))
-	for i, it := range items {
-		it.CheckedAt = utcPtr(it.CheckedAt)
-		out[i] = it
-	}
-	return out
 }
 
 // CSVHeader is the header row of WriteCSV, in order:
@@ -326,33 +389,7 @@ var CSVHeader = []string{"record", "reconciliation_id", "business_date", "genera
 // WriteCSV writes the report in the CSV layout documented at CSVHeader.
 // Text cells go through SafeCell, so a spreadsheet opening the file runs
 // no formula a payment file, a provider or an operator put in them.
-func (rep Report) WriteCSV(w io.Writer) error {
-	cw := csv.NewWriter(w)
-	run := []string{SafeCell(rep.Run.ReconciliationID), rep.Run.BusinessDate, strconv.Itoa(rep.Run.Generation)}
-	write := func(kind string, rest ...string) {
-		_ = cw.Write(append(append([]string{kind}, run...), rest...))
-	}
-	_ = cw.Write(CSVHeader)
-	for _, d := range rep.Discrepancies {
-		write("discrepancy", SafeCell(d.TransactionID), SafeCell(d.AccountID), strconv.FormatInt(d.AmountMinor, 10),
-			SafeCell(d.Currency), SafeCell(d.Status), "mismatched", SafeCell(d.Field), SafeCell(d.Expected), SafeCell(d.Provider),
-			"mismatched", "", strconv.Itoa(d.Attempts), "", "", csvTime(d.CheckedAt), strconv.FormatInt(d.ProviderAmountMinor, 10),
-			SafeCell(d.ProviderCurrency), SafeCell(d.ProviderStatus))
-	}
-	for _, it := range rep.Missing {
-		write("missing", itemCells(it)...)
-	}
-	for _, d := range rep.DeadLetters {
-		write("dead_letter", SafeCell(d.TransactionID), SafeCell(d.AccountID), strconv.FormatInt(d.AmountMinor, 10),
-			SafeCell(d.Currency), SafeCell(d.Status), "dead_lettered", "", "", "", SafeCell(d.Reason), httpStatus(d.HTTPStatus),
-			strconv.Itoa(d.Attempts), strconv.Itoa(d.Throttles), SafeCell(oneLine(d.Detail)), csvTime(d.DeadLetteredAt), "", "", "")
-	}
-	for _, it := range rep.Items {
-		write("item", itemCells(it)...)
-	}
-	cw.Flush()
-	return cw.Error()
-}
+func (rep Report) WriteCSV(w io.Writer) error { return rep.write(w, "csv") }
 
 func itemCells(it Item) []string {
 	return []string{SafeCell(it.TransactionID), SafeCell(it.AccountID), strconv.FormatInt(it.AmountMinor, 10),
