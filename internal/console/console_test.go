@@ -8,6 +8,7 @@ import (
 	"net/http/httptest"
 	"net/netip"
 	"net/url"
+	"regexp"
 	"strconv"
 	"strings"
 	"testing"
@@ -303,6 +304,17 @@ func TestOperatorCancelsARun(t *testing.T) {
 	}
 	if actor != "alice@console" || detail != "wrong export" || !completed {
 		t.Errorf("cancel recorded by %q with detail %q, run completed %v; want alice@console, the reason, completed", actor, detail, completed)
+	}
+	// Every page says the run was cancelled, by whom and why, not that it
+	// is complete.
+	runs := b.do(t, "GET", "/", alice, nil).Body.String()
+	if !strings.Contains(runs, `<span class="state state-cancelled">cancelled</span> <span class="muted">by alice@console: wrong export</span>`) {
+		t.Errorf("the runs page does not show the run cancelled by alice for her reason:\n%s", runs)
+	}
+	page := b.do(t, "GET", run, alice, nil).Body.String()
+	if !strings.Contains(page, "Progress: <span class=\"state state-cancelled\">cancelled</span>") ||
+		!regexp.MustCompile(`Cancelled by <strong>alice@console</strong> at [^:]+:\d\d:\d\dZ: wrong export\. 1 item\(s\) were withdrawn`).MatchString(page) {
+		t.Errorf("the run page does not say who cancelled the run and why:\n%s", page)
 	}
 }
 

@@ -311,7 +311,8 @@ func newReport(run runRow) report.Report {
 		Trigger: run.Trigger, TriggeredBy: run.TriggeredBy, Source: run.Source, SourceSHA256: run.SourceSHA256,
 		TimeZone: run.TimeZone, Items: int(run.Items), Matched: int(run.Matched), Mismatched: int(run.Mismatched),
 		Missing: int(run.Missing), DeadLettered: int(run.DeadLettered), Open: int(run.Open),
-		ProviderCalls: run.Calls, Throttles: run.Throttles, CreatedAt: run.CreatedAt, CompletedAt: run.CompletedAt},
+		ProviderCalls: run.Calls, Throttles: run.Throttles, CreatedAt: run.CreatedAt, CompletedAt: run.CompletedAt,
+		Cancelled: int(run.Cancelled), CancelledAt: run.CancelledAt, CancelledBy: run.CancelledBy, CancelReason: run.CancelReason},
 		Discrepancies: []report.Discrepancy{}, Missing: []report.Item{}, DeadLetters: []report.DeadLetter{}}
 }
 

@@ -36,8 +36,15 @@ type runRow struct {
 	Mismatched       int64
 	Missing          int64
 	DeadLettered     int64
+	Cancelled        int64
 	Calls            int64
 	Throttles        int64
+	// CancelledAt, CancelledBy and CancelReason say when, by whom and why
+	// the run was withdrawn (a cancel, or a full re-run superseding it);
+	// CancelledAt is nil if it never was.
+	CancelledAt  *time.Time
+	CancelledBy  string
+	CancelReason string
 	// Completion is the run's completion record; nil before the first.
 	Completion *completion
 }
@@ -56,13 +63,16 @@ type completion struct {
 	CompletedBy  string
 }
 
-// State is open, complete or empty.
+// State is empty, running, cancelled (withdrawn with items still open) or
+// complete.
 func (r runRow) State() string {
 	switch {
 	case r.Items == 0:
 		return "empty"
 	case r.Open > 0:
 		return "running"
+	case r.CancelledAt != nil:
+		return "cancelled"
 	}
 	return "complete"
 }
@@ -91,13 +101,14 @@ func (r runRow) Duration(now time.Time) time.Duration {
 const runColumns = `r.run_id, r.reconciliation_id, r.business_date::text, r.generation, r.trigger, r.triggered_by,
        r.source, r.source_sha256, r.time_zone, r.item_count, r.created_at, r.completed_at,
        coalesce(s.open, 0), coalesce(s.matched, 0), coalesce(s.mismatched, 0), coalesce(s.missing, 0),
-       coalesce(s.dead_lettered, 0), coalesce(s.calls, 0), coalesce(s.throttles, 0),
+       coalesce(s.dead_lettered, 0), coalesce(s.cancelled, 0), coalesce(s.calls, 0), coalesce(s.throttles, 0),
+       r.cancelled_at, coalesce(r.cancelled_by, ''), coalesce(r.cancel_reason, ''),
        c.round, c.items, c.matched, c.mismatched, c.missing, c.dead_lettered, c.provider_calls, c.throttles,
        c.completed_at, c.completed_by
   FROM runs r
   LEFT JOIN LATERAL (
         SELECT sum(remaining) AS open, sum(matched) AS matched, sum(mismatched) AS mismatched,
-               sum(missing) AS missing, sum(dead_lettered) AS dead_lettered,
+               sum(missing) AS missing, sum(dead_lettered) AS dead_lettered, sum(cancelled) AS cancelled,
                sum(provider_calls) AS calls, sum(throttles) AS throttles
           FROM run_shards WHERE run_id = r.run_id) s ON true
   LEFT JOIN run_completions c ON c.run_id = r.run_id`
@@ -111,8 +122,8 @@ func scanRun(row pgx.Row) (runRow, error) {
 	var cBy *string
 	err := row.Scan(&r.RunID, &r.ReconciliationID, &r.BusinessDate, &r.Generation, &r.Trigger, &r.TriggeredBy,
 		&r.Source, &r.SourceSHA256, &r.TimeZone, &r.Items, &r.CreatedAt, &r.CompletedAt,
-		&r.Open, &r.Matched, &r.Mismatched, &r.Missing, &r.DeadLettered, &r.Calls, &r.Throttles,
-		&round, &cItems, &cMatched, &cMismatched, &cMissing, &cDead, &cCalls, &cThrottles, &cAt, &cBy)
+		&r.Open, &r.Matched, &r.Mismatched, &r.Missing, &r.DeadLettered, &r.Cancelled, &r.Calls, &r.Throttles,
+		&r.CancelledAt, &r.CancelledBy, &r.CancelReason, &round, &cItems, &cMatched, &cMismatched, &cMissing, &cDead, &cCalls, &cThrottles, &cAt, &cBy)
 	if err != nil {
 		return r, err
 	}

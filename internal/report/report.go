@@ -75,6 +75,13 @@ type Run struct {
 	Throttles        int64      `json:"throttles"`
 	CreatedAt        time.Time  `json:"created_at"`
 	CompletedAt      *time.Time `json:"completed_at"`
+	// Cancelled counts the items withdrawn before they were checked;
+	// CancelledAt, CancelledBy and CancelReason say when, by whom and why
+	// the run was withdrawn (null and empty if it never was).
+	Cancelled    int        `json:"cancelled"`
+	CancelledAt  *time.Time `json:"cancelled_at"`
+	CancelledBy  string     `json:"cancelled_by"`
+	CancelReason string     `json:"cancel_reason"`
 }
 
 // Discrepancy is one field on which the provider disagrees with the source.
@@ -228,13 +235,15 @@ func loadRun(ctx context.Context, db DB, opts Options) (Run, error) {
 	err := db.QueryRow(ctx, `
 		SELECT s.run_id, s.reconciliation_id, s.business_date::text, s.generation, s.trigger, s.triggered_by, s.source,
 		       r.source_sha256, r.time_zone, s.item_count, s.matched, s.mismatched, s.missing, s.dead_lettered,
-		       s.open_items, s.provider_calls, s.throttles, s.created_at, s.completed_at
+		       s.open_items, s.provider_calls, s.throttles, s.created_at, s.completed_at,
+		       s.cancelled, s.cancelled_at, coalesce(s.cancelled_by, ''), coalesce(s.cancel_reason, '')
 		  FROM run_summary s JOIN runs r USING (run_id)
 		 WHERE s.business_date = $1 AND ($2 = 0 OR s.generation = $2)
 		 ORDER BY s.generation DESC LIMIT 1`, opts.Date.String(), opts.Generation).
 		Scan(&r.RunID, &r.ReconciliationID, &r.BusinessDate, &r.Generation, &r.Trigger, &r.TriggeredBy, &r.Source,
 			&r.SourceSHA256, &r.TimeZone, &r.Items, &r.Matched, &r.Mismatched, &r.Missing, &r.DeadLettered,
-			&r.Open, &r.ProviderCalls, &r.Throttles, &r.CreatedAt, &r.CompletedAt)
+			&r.Open, &r.ProviderCalls, &r.Throttles, &r.CreatedAt, &r.CompletedAt,
+			&r.Cancelled, &r.CancelledAt, &r.CancelledBy, &r.CancelReason)
 	if errors.Is(err, pgx.ErrNoRows) {
 		if opts.Generation > 0 {
 			return Run{}, fmt.Errorf("report %s generation %d: %w", opts.Date, opts.Generation, ErrNoRun)
@@ -425,9 +434,12 @@ func (rep Report) WriteTable(w io.Writer) error {
 	r := rep.Run
 	fmt.Fprintf(bw, "run %s (%s, generation %d, %s by %s)\n", r.ReconciliationID, r.BusinessDate, r.Generation, r.Trigger, r.TriggeredBy)
 	fmt.Fprintf(bw, "source %s (sha256 %s, time zone %s)\n", r.Source, r.SourceSHA256, r.TimeZone)
-	fmt.Fprintf(bw, "%s items: %s matched, %s mismatched, %s missing, %s dead-lettered, %s open; %s provider calls, %s throttled\n",
-		count(r.Items), count(r.Matched), count(r.Mismatched), count(r.Missing), count(r.DeadLettered), count(r.Open),
-		human.Count(r.ProviderCalls), human.Count(r.Throttles))
+	if r.CancelledAt != nil {
+		fmt.Fprintf(bw, "CANCELLED by %s at %s: %s\n", r.CancelledBy, fmtTime(*r.CancelledAt), r.CancelReason)
+	}
+	fmt.Fprintf(bw, "%s items: %s matched, %s mismatched, %s missing, %s dead-lettered, %s cancelled, %s open; %s provider calls, %s throttled\n",
+		count(r.Items), count(r.Matched), count(r.Mismatched), count(r.Missing), count(r.DeadLettered), count(r.Cancelled),
+		count(r.Open), human.Count(r.ProviderCalls), human.Count(r.Throttles))
 	writeProviderTotals(bw, "", rep.Providers)
 	fmt.Fprintf(bw, "created %s, completed %s\n", fmtTime(r.CreatedAt), fmtTimePtr(r.CompletedAt))
 

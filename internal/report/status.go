@@ -130,6 +130,7 @@ type StateCounts struct {
 	Mismatched     int `json:"mismatched"`
 	Missing        int `json:"missing"`
 	DeadLettered   int `json:"dead_lettered"`
+	Cancelled      int `json:"cancelled"`
 }
 
 // Open is the number of items not yet in a terminal state.
@@ -176,6 +177,11 @@ type RunStatus struct {
 	// Providers breaks the items down by provider; omitted when they name
 	// none.
 	Providers []ledger.ProviderTotal `json:"providers,omitempty"`
+	// CancelledAt, CancelledBy and CancelReason say when, by whom and why
+	// the run was withdrawn; omitted if it never was.
+	CancelledAt  *time.Time `json:"cancelled_at,omitempty"`
+	CancelledBy  string     `json:"cancelled_by,omitempty"`
+	CancelReason string     `json:"cancel_reason,omitempty"`
 }
 
 // SchedulerFailure is one failed scheduler tick.
@@ -264,7 +270,8 @@ func loadRuns(ctx context.Context, db DB, d payments.Date) ([]RunStatus, error) 
 	rows, err := db.Query(ctx, `
 		SELECT run_id, reconciliation_id, business_date::text, generation, trigger, source, item_count,
 		       queued, retry_scheduled, matched, mismatched, missing, dead_lettered,
-		       provider_calls, throttles, created_at, completed_at
+		       provider_calls, throttles, created_at, completed_at,
+		       cancelled, cancelled_at, coalesce(cancelled_by, ''), coalesce(cancel_reason, '')
 		  FROM run_summary
 		 WHERE CASE WHEN $1::date IS NOT NULL THEN business_date = $1::date
 		            ELSE completed_at IS NULL OR business_date = (SELECT max(business_date) FROM runs) END
@@ -276,7 +283,8 @@ func loadRuns(ctx context.Context, db DB, d payments.Date) ([]RunStatus, error) 
 		var r RunStatus
 		err := row.Scan(&r.RunID, &r.ReconciliationID, &r.BusinessDate, &r.Generation, &r.Trigger, &r.Source, &r.Items,
 			&r.States.Queued, &r.States.RetryScheduled, &r.States.Matched, &r.States.Mismatched, &r.States.Missing,
-			&r.States.DeadLettered, &r.ProviderCalls, &r.Throttles, &r.CreatedAt, &r.CompletedAt)
+			&r.States.DeadLettered, &r.ProviderCalls, &r.Throttles, &r.CreatedAt, &r.CompletedAt,
+			&r.States.Cancelled, &r.CancelledAt, &r.CancelledBy, &r.CancelReason)
 		r.Open = r.States.Open()
 		if r.Items > 0 {
 			r.ProgressPercent = math.Round(float64(r.Items-r.Open)/float64(r.Items)*1000) / 10

@@ -52,7 +52,7 @@ func NewStream(w io.Writer, format string, run Run) (*Stream, error) {
 		s.err = s.cw.Write(CSVHeader)
 	case "json":
 		run.CreatedAt = run.CreatedAt.UTC()
-		run.CompletedAt = utcPtr(run.CompletedAt)
+		run.CompletedAt, run.CancelledAt = utcPtr(run.CompletedAt), utcPtr(run.CancelledAt)
 		s.printf("{\n  \"format\": %s,\n  \"run\": %s", mustJSON(FormatVersion, ""), mustJSON(run, "  "))
 	default:
 		return nil, fmt.Errorf("report format %q: want csv or json", format)
