@@ -53,6 +53,10 @@ type traffic struct {
 	// Bin is the width of the bins of an exact (not sampled) traffic: a bin
 	// without a point had no transition, its rates were zero.
 	Bin time.Duration
+	// Calls and Throttles are the provider calls and 429s the points add up
+	// to: counted exactly from every transition, or estimated from the
+	// samples when Sampled.
+	Calls, Throttles float64
 }
 
 // Chart sizes: up to exactTransitions a run's transitions are all read and
@@ -122,6 +126,8 @@ func binTraffic(ctx context.Context, rd *reader, runID uuid.UUID, tr *traffic) e
 	_, err = pgx.ForEachRow(rows, []any{&at, &calls, &throttles, &done}, func() error {
 		tr.Points = append(tr.Points, trafficPoint{At: at.Add(bin / 2), Calls: float64(calls) / secs,
 			Throttles: float64(throttles) / secs, Done: float64(done) / secs})
+		tr.Calls += float64(calls)
+		tr.Throttles += float64(throttles)
 		return nil
 	})
 	if err != nil {
@@ -189,8 +195,11 @@ func sampleTraffic(ctx context.Context, rd *reader, runID uuid.UUID, lo, hi int6
 		density := float64(a.n) / float64(a.lastID-a.firstID+1)
 		rate := float64(b.firstID-a.firstID) * density / dt
 		n := float64(a.n)
-		tr.Points = append(tr.Points, trafficPoint{At: a.at.Add(b.at.Sub(a.at) / 2),
-			Calls: rate * float64(a.calls) / n, Throttles: rate * float64(a.throttles) / n, Done: rate * float64(a.done) / n})
+		p := trafficPoint{At: a.at.Add(b.at.Sub(a.at) / 2),
+			Calls: rate * float64(a.calls) / n, Throttles: rate * float64(a.throttles) / n, Done: rate * float64(a.done) / n}
+		tr.Points = append(tr.Points, p)
+		tr.Calls += p.Calls * dt
+		tr.Throttles += p.Throttles * dt
 	}
 	return nil
 }

@@ -76,3 +76,36 @@ func TestChartDrawsIdleTimeAtZero(t *testing.T) {
 		t.Errorf("the calls line does not fall to zero (y %s) between the two busy stretches: %s", zero, m[1])
 	}
 }
+
+// TestRunningRunCountsWhatItsChartShows throttles the open item of a
+// running run: the run page's 429s and calls are what its chart adds up
+// to, not the counters, which count an item's calls once it finishes.
+func TestRunningRunCountsWhatItsChartShows(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	b := setup(t, htpasswd(t))
+	err := pgx.BeginFunc(ctx, b.pool, func(tx pgx.Tx) error {
+		_, err := ledger.Record(ctx, tx, ledger.Change{RunID: b.runID, TransactionID: "tx_f", From: ledger.Queued,
+			To: ledger.RetryScheduled, Called: true, Throttled: true, Attempt: 1, HTTPStatus: 429, Reason: "throttled",
+			RetryAfter: time.Second, Actor: "worker-1:42", At: t0.Add(10 * time.Second)})
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	bob := b.login(t, "bob")
+	body := b.do(t, "GET", "/runs/"+b.runID.String(), bob, nil).Body.String()
+	// The outcomes table's last two cells: provider calls and 429s.
+	row := regexp.MustCompile(`(?s)<table class="outcomes">.*?<tbody><tr>(.*?)</tr>`).FindStringSubmatch(body)
+	if row == nil {
+		t.Fatalf("no outcomes table:\n%s", body)
+	}
+	cells := regexp.MustCompile(`<td[^>]*>(?:<a[^>]*>)?([^<]*)`).FindAllStringSubmatch(row[1], -1)
+	cell := func(fromEnd int) string { return cells[len(cells)-fromEnd][1] }
+	calls, throttles := cell(2), cell(1)
+	marks := strings.Count(body, `class="mark mark-throttle"`)
+	if throttles != "1" || calls != "6" || marks != 1 {
+		t.Errorf("running run: 429s %s and calls %s in the table, %d throttle marks in the chart; want 1, 6 (five finished items and the throttled call) and 1",
+			throttles, calls, marks)
+	}
+}

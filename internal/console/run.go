@@ -3,6 +3,7 @@ package console
 import (
 	"context"
 	"fmt"
+	"math"
 	"net/http"
 	"strings"
 	"time"
@@ -52,6 +53,12 @@ type runData struct {
 	// ETA is the estimated time to finish; zero when done or unknown.
 	ETA      time.Duration
 	ETABasis string
+	// Calls and Throttles are the run's provider calls and 429s so far:
+	// its counters once it is complete, which count an item's calls when
+	// the item finishes; while it runs, what its chart adds up to, so the
+	// two agree (Estimated when the chart is sampled).
+	Calls, Throttles int64
+	Estimated        bool
 }
 
 // runPage shows a run: progress and ETA, queue, chart, accounts, limiters
@@ -100,6 +107,11 @@ func (h *Handler) runPage(w http.ResponseWriter, r *http.Request, u User) error 
 		return err
 	}
 	d.ETA, d.ETABasis = estimate(d)
+	d.Calls, d.Throttles = d.Run.Calls, d.Run.Throttles
+	if d.Run.Open > 0 && len(d.Traffic.Points) > 0 {
+		d.Calls, d.Throttles = int64(math.Round(d.Traffic.Calls)), int64(math.Round(d.Traffic.Throttles))
+		d.Estimated = d.Traffic.Sampled
+	}
 	v := view{Title: d.Run.ReconciliationID, User: &u, Data: d}
 	if d.Run.Open > 0 {
 		v.Refresh = int(h.cfg.Refresh / time.Second)

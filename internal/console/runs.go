@@ -196,6 +196,16 @@ type runsData struct {
 	Date string
 }
 
+// AnyRunning reports whether a listed run has open items.
+func (d runsData) AnyRunning() bool {
+	for _, r := range d.Runs {
+		if r.Open > 0 {
+			return true
+		}
+	}
+	return false
+}
+
 // runsPage lists runs newest first, PageSize at a time, by key.
 func (h *Handler) runsPage(w http.ResponseWriter, r *http.Request, u User) error {
 	q := r.URL.Query()
