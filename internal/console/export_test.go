@@ -178,13 +178,7 @@ func TestSlowReadersCannotStarveThePages(t *testing.T) {
 	}
 	b.h = newHandler(t, Config{Pool: pool, Auth: Auth{Users: users}, Queue: b.q, StatementTimeout: time.Second,
 		ExportTimeout: 20 * time.Second})
-	srv := b.h.NewServer(slog.New(slog.DiscardHandler))
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	go func() { _ = srv.Serve(smallSendBuffers{ln}) }()
-	t.Cleanup(func() { _ = srv.Close() })
+	ln := serveSmallBuffers(t, b.h)
 
 	cookies := map[string]string{}
 	for _, u := range names {
@@ -232,6 +226,20 @@ func TestSlowReadersCannotStarveThePages(t *testing.T) {
 	}
 }
 
+// serveSmallBuffers serves h on a loopback listener of smallSendBuffers
+// with the console's own server, until the test ends.
+func serveSmallBuffers(t *testing.T, h *Handler) net.Listener {
+	t.Helper()
+	srv := h.NewServer(slog.New(slog.DiscardHandler))
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	go func() { _ = srv.Serve(smallSendBuffers{ln}) }()
+	t.Cleanup(func() { _ = srv.Close() })
+	return ln
+}
+
 // smallSendBuffers gives every accepted connection a 4 KiB send buffer, so
 // that a client that reads nothing blocks the server's writes at once.
 type smallSendBuffers struct{ net.Listener }
@@ -255,12 +263,7 @@ func TestExportsKeepMemoryBounded(t *testing.T) {
 	for _, n := range []int{1000, 12000} {
 		b := setup(t, htpasswd(t))
 		runID := recordRun(t, b.pool, b.q, "2026-10-20", n)
-		srv := b.h.NewServer(slog.New(slog.DiscardHandler))
-		ln, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			t.Fatal(err)
-		}
-		go func() { _ = srv.Serve(ln) }()
+		ln := serveSmallBuffers(t, b.h)
 		cookie := b.login(t, "bob")
 		peak := heapPeak(t, func() {
 			req, _ := http.NewRequest("GET", "http://"+ln.Addr().String()+"/audit/bundle?run="+runID.String(), nil)
@@ -274,7 +277,6 @@ func TestExportsKeepMemoryBounded(t *testing.T) {
 				t.Fatalf("bundle of %d items: %d, %v", n, resp.StatusCode, err)
 			}
 		})
-		_ = srv.Close()
 		peaks = append(peaks, peak)
 	}
 	t.Logf("peak heap growth: %.1f MB for 1,000 items, %.1f MB for 12,000", peaks[0]/1e6, peaks[1]/1e6)
@@ -357,13 +359,7 @@ func TestStuckDownloadFreesItsSlot(t *testing.T) {
 	runID := recordRun(t, b.pool, b.q, "2026-10-20", 3000)
 	const deadline = 1500 * time.Millisecond
 	b.h = newHandler(t, Config{Pool: b.pool, Auth: htpasswd(t), Queue: b.q, ExportTimeout: deadline})
-	srv := b.h.NewServer(slog.New(slog.DiscardHandler))
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	go func() { _ = srv.Serve(smallSendBuffers{ln}) }()
-	t.Cleanup(func() { _ = srv.Close() })
+	ln := serveSmallBuffers(t, b.h)
 	cookie := b.login(t, "bob")
 	bundle := "/audit/bundle?run=" + runID.String()
 

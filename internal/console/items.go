@@ -244,15 +244,7 @@ func (h *Handler) discrepanciesPage(w http.ResponseWriter, r *http.Request, u Us
 // discrepancies, then (outcome=all or missing) the missing items, each
 // read a window of Config.Window items at a time.
 func (h *Handler) exportItems(w http.ResponseWriter, r *http.Request, u User, id uuid.UUID, f filters) error {
-	return h.export(w, r, u, func(ctx context.Context, rd *reader, out io.Writer) (download, error) {
-		run, err := loadRun(ctx, rd, id)
-		if err != nil {
-			return download{}, err
-		}
-		s, err := report.NewStream(out, f.Format, newReport(run).Run)
-		if err != nil {
-			return download{}, err
-		}
+	return h.exportReport(w, r, u, id, f.Format, "discrepancies", func(ctx context.Context, rd *reader, s *report.Stream) error {
 		for _, state := range f.states() {
 			pass := f
 			pass.Outcome = state
@@ -277,10 +269,31 @@ func (h *Handler) exportItems(w http.ResponseWriter, r *http.Request, u User, id
 				return nil
 			})
 			if err != nil {
-				return download{}, err
+				return err
 			}
 		}
-		return reportDownload(run, "discrepancies", f.Format), s.Close(nil)
+		return nil
+	})
+}
+
+// exportReport exports rows of run id as a report of the run in format
+// (csv or json), named after the run and what: rows writes them to the
+// report's stream in the format's order.
+func (h *Handler) exportReport(w http.ResponseWriter, r *http.Request, u User, id uuid.UUID, format, what string,
+	rows func(ctx context.Context, rd *reader, s *report.Stream) error) error {
+	return h.export(w, r, u, func(ctx context.Context, rd *reader, out io.Writer) (download, error) {
+		run, err := loadRun(ctx, rd, id)
+		if err != nil {
+			return download{}, err
+		}
+		s, err := report.NewStream(out, format, newReport(run).Run)
+		if err != nil {
+			return download{}, err
+		}
+		if err := rows(ctx, rd, s); err != nil {
+			return download{}, err
+		}
+		return reportDownload(run, what, format), s.Close(nil)
 	})
 }
 
@@ -436,31 +449,22 @@ const exportPage = 5000
 // message id order, as a report of the run in the report command's CSV or
 // JSON format, reading exportPage of them at a time by key.
 func (h *Handler) exportDeadLetters(w http.ResponseWriter, r *http.Request, u User, id uuid.UUID, f filters) error {
-	return h.export(w, r, u, func(ctx context.Context, rd *reader, out io.Writer) (download, error) {
-		run, err := loadRun(ctx, rd, id)
-		if err != nil {
-			return download{}, err
-		}
-		s, err := report.NewStream(out, f.Format, newReport(run).Run)
-		if err != nil {
-			return download{}, err
-		}
+	return h.exportReport(w, r, u, id, f.Format, "dead-letters", func(ctx context.Context, rd *reader, s *report.Stream) error {
 		for {
 			dls, err := loadDeadLetters(ctx, rd, id, f, exportPage)
 			if err != nil {
-				return download{}, err
+				return err
 			}
 			for _, d := range dls {
 				if err := s.DeadLetter(d.DeadLetter); err != nil {
-					return download{}, err
+					return err
 				}
 			}
 			if len(dls) < exportPage {
-				break
+				return nil
 			}
 			f.After = strconv.FormatInt(dls[len(dls)-1].MessageID, 10)
 		}
-		return reportDownload(run, "dead-letters", f.Format), s.Close(nil)
 	})
 }
 
