@@ -356,8 +356,11 @@ func TestExportSlots(t *testing.T) {
 func TestStuckDownloadFreesItsSlot(t *testing.T) {
 	t.Parallel()
 	b := setup(t, htpasswd(t))
-	runID := recordRun(t, b.pool, b.q, "2026-10-20", 3000)
-	const deadline = 1500 * time.Millisecond
+	// 1,000 items make a zip of about 50 KiB, far more than the 8 KiB of
+	// socket buffers between the console and the client; the deadline
+	// leaves room to stage them on a busy machine under the race detector.
+	runID := recordRun(t, b.pool, b.q, "2026-10-20", 1000)
+	const deadline = 6 * time.Second
 	b.h = newHandler(t, Config{Pool: b.pool, Auth: htpasswd(t), Queue: b.q, ExportTimeout: deadline})
 	ln := serveSmallBuffers(t, b.h)
 	cookie := b.login(t, "bob")
