@@ -2,6 +2,7 @@ package consume
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
 	"sync"
 	"sync/atomic"
@@ -59,6 +60,15 @@ func (l *lane) label() string {
 		return l.Name
 	}
 	return l.Client.BaseURL()
+}
+
+// credentialsHint says what to fix when l's provider refuses the
+// credentials.
+func (l *lane) credentialsHint() string {
+	if l.Name == "" {
+		return "fix the provider's credentials (RECONCILE_PROVIDER_TOKEN or the profile's variables)"
+	}
+	return fmt.Sprintf("fix the credentials of provider %q (the environment variables its providers file entry names)", l.Name)
 }
 
 // allow asks the circuit whether a call may start at now.
