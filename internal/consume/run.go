@@ -27,6 +27,7 @@ func (c *Consumer) Run(ctx context.Context) error {
 	rec := c.startRecorder(lc.recordCtx)
 	workers := c.startWorkers(lc, rec)
 	claimErr := c.claimAll(lc)
+	c.signals.stage.send(stageClaimingStopped)
 	workers.Wait()
 	c.signals.stage.send(stageWorkersDone)
 	rec.flush()
@@ -121,7 +122,6 @@ func (c *Consumer) newLifecycle(ctx context.Context) *lifecycle {
 	lc.wg.Go(func() { c.heartbeat(lc.claimCtx) })
 	lc.wg.Go(func() {
 		<-lc.claimCtx.Done()
-		c.signals.stage.send(stageClaimingStopped)
 		for _, stage := range []struct {
 			after time.Duration
 			end   context.CancelFunc
