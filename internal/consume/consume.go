@@ -71,9 +71,10 @@ type Config struct {
 	// UntilDone makes Run return once every run in the ledger is complete.
 	// Defaults to false: consume until the context ends.
 	UntilDone bool
-	// Grace is how long in-flight calls may take to finish after the
-	// context ends; what is left is released to the queue. Defaults to
-	// DefaultGrace (10s).
+	// Grace is how long in-flight calls may take to finish once claiming
+	// stops (the context ended, every run is complete, or the provider
+	// refused the credentials); what is left is handed back to the queue.
+	// Defaults to DefaultGrace (10s).
 	Grace time.Duration
 	// IdleWait is the longest an idle claimer sleeps before looking at the
 	// queue again when no notification arrives. Defaults to
