@@ -5,6 +5,7 @@ import (
 	"testing"
 )
 
+// TestProviderField: the optional provider field.
 func TestProviderField(t *testing.T) {
 	t.Parallel()
 	for _, tc := range []struct {
@@ -53,6 +54,53 @@ func TestProviderField(t *testing.T) {
 			}
 			if !slices.Equal(got, tc.want) || !slices.Equal(msgs, tc.problems) {
 				t.Errorf("providers %q, problems %q; want %q, %q", got, msgs, tc.want, tc.problems)
+			}
+		})
+	}
+}
+
+func TestKindField(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name, input, file string
+		want              []string // kinds of the valid rows
+		problems          []string
+	}{
+		{name: "csv without the column", file: "day.csv",
+			input: header + "tx1,a,100,EUR,succeeded,2026-10-24T10:00:00Z\n", want: []string{""}},
+		{name: "csv", file: "day.csv",
+			input: "transaction_id,account_id,amount_minor,currency,status,occurred_at,Kind,provider\n" +
+				"pi_1,a,100,EUR,succeeded,2026-10-24T10:00:00Z,payment,stripe\n" +
+				"re_1,a,-100,EUR,succeeded,2026-10-24T10:00:00Z,refund,stripe\n" +
+				"dp_1,a,-100,EUR,disputed,2026-10-24T10:00:00Z,dispute,\n" +
+				"tx_4,a,100,EUR,succeeded,2026-10-24T10:00:00Z,,\n",
+			want: []string{"payment", "refund", "dispute", ""}},
+		{name: "csv bad kind", file: "day.csv",
+			input:    header[:len(header)-1] + ",kind\n" + "tx1,a,100,EUR,succeeded,2026-10-24T10:00:00Z,Refund\n",
+			problems: []string{`day.csv:2: kind "Refund": not a kind: want one of payment, refund, dispute (or leave it empty)`}},
+		{name: "csv column twice", file: "day.csv",
+			input:    header[:len(header)-1] + ",kind,kind\n" + "tx1,a,100,EUR,succeeded,2026-10-24T10:00:00Z,refund,refund\n",
+			problems: []string{"day.csv:1: column kind appears twice (columns 7 and 8)"}},
+		{name: "jsonl", file: "day.jsonl",
+			input: `{"transaction_id":"re_1","account_id":"a","amount_minor":-1,"currency":"EUR","status":"succeeded","occurred_at":"2026-10-24T10:00:00Z","kind":"refund"}` + "\n" +
+				`{"transaction_id":"tx2","account_id":"a","amount_minor":1,"currency":"EUR","status":"succeeded","occurred_at":"2026-10-24T10:00:00Z","kind":null}` + "\n",
+			want: []string{"refund", ""}},
+		{name: "jsonl not a string", file: "day.jsonl",
+			input:    `{"transaction_id":"tx1","account_id":"a","amount_minor":1,"currency":"EUR","status":"succeeded","occurred_at":"2026-10-24T10:00:00Z","kind":2}` + "\n",
+			problems: []string{`day.jsonl:1: kind "2": not a JSON string`}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			ps, problems := readAll(t, tc.input, tc.file, Options{})
+			var got, msgs []string
+			for _, p := range ps {
+				got = append(got, p.Kind)
+			}
+			for _, p := range problems.Items {
+				msgs = append(msgs, p.Error())
+			}
+			if !slices.Equal(got, tc.want) || !slices.Equal(msgs, tc.problems) {
+				t.Errorf("kinds %q, problems %q; want %q, %q", got, msgs, tc.want, tc.problems)
 			}
 		})
 	}
