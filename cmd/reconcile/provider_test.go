@@ -44,7 +44,7 @@ func TestProviderCheckRedacts(t *testing.T) {
 		want  []string
 	}{
 		{providersim.ShapeStripe, []string{"/v1/payment_intents/tx_1", "Authorization: Bearer [redacted]", "Stripe-Version: 2024-06-20",
-			`"status":"succeeded"`, `{"id":"tx_1","amount_minor":1099,"currency":"USD","status":"succeeded"} (provider status "succeeded")`,
+			`"status":"succeeded"`, `payment {"id":"tx_1","amount_minor":1099,"currency":"USD","status":"succeeded"} (provider status "succeeded"; status and amount by status_rules[3])`,
 			"decision: ack mismatched (reason mismatched)", "amount_minor: expected 1000, provider 1099"}},
 		{providersim.ShapePayPal, []string{"/v2/payments/captures/tx_1", "Authorization: Bearer [redacted]", `"value":"10.99"`,
 			`(provider status "COMPLETED")`, "decision: ack mismatched"}},

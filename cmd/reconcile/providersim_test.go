@@ -83,7 +83,7 @@ func TestProviderSimCommand(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	r, err := c.Get(t.Context(), "tx_20261024_0000001", "k")
+	r, err := c.Get(t.Context(), provider.Lookup{TransactionID: "tx_20261024_0000001", IdempotencyKey: "k"})
 	if err != nil || r.Status != 200 || r.Record != (provider.Record{ID: "tx_20261024_0000001", AmountMinor: 25000, Currency: "SEK", Status: "succeeded"}) {
 		t.Errorf("lookup: %d %+v, %v", r.Status, r.Record, err)
 	}

@@ -14,18 +14,19 @@ import (
 
 // Classify turns the outcome of a provider call (the HTTP status, 0 when no
 // answer came, and the error of [provider.Client.Get]) into the [Kind] and
-// cause of an [Event]. A canceled call is Ignored; a timeout or a
-// connection, DNS or TLS failure is Unreachable; a 5xx is a ServerError;
-// everything else, including unreadable bodies and 4xx answers, is Answered:
-// it is about the item, not the provider.
+// cause of an [Event]. A canceled call, or one never made (an account the
+// account map lacks), is Ignored; a timeout or a connection, DNS or TLS
+// failure is Unreachable; a 5xx is a ServerError; everything else,
+// including unreadable bodies, status words the profile does not map and
+// 4xx answers, is Answered: it is about the item, not the provider.
 func Classify(status int, err error) (Kind, string) {
 	if err != nil {
 		switch provider.KindOf(err) {
-		case provider.KindCanceled:
+		case provider.KindCanceled, provider.KindUnmappedAccount:
 			return Ignored, ""
 		case provider.KindTimeout:
 			return Unreachable, "timeout"
-		case provider.KindBadBody, provider.KindBodyTooLarge:
+		case provider.KindBadBody, provider.KindBodyTooLarge, provider.KindUnmappedStatus:
 			return Answered, ""
 		}
 		return Unreachable, Describe(err)

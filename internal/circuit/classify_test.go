@@ -45,6 +45,8 @@ func TestClassify(t *testing.T) {
 		{"canceled", 0, providerErr(provider.KindCanceled, context.Canceled), Ignored, ""},
 		{"bad body", 200, providerErr(provider.KindBadBody, errors.New("decode body")), Answered, ""},
 		{"body too large", 200, providerErr(provider.KindBodyTooLarge, errors.New("body exceeds 1 bytes")), Answered, ""},
+		{"unmapped status", 200, providerErr(provider.KindUnmappedStatus, errors.New(`provider status "VOIDED" is not in the status map`)), Answered, ""},
+		{"unmapped account", 0, providerErr(provider.KindUnmappedAccount, errors.New(`account "p1" is not in the account map m.json`)), Ignored, ""},
 		{"other error", 0, errors.New("something odd"), Unreachable, "something odd"},
 		{"other connection error", 0, providerErr(provider.KindConnection, errors.New("build request")), Unreachable, "build request"},
 	}
@@ -79,7 +81,7 @@ func TestClassifyRealFailures(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		resp, err := c.Get(t.Context(), "tx1", "k")
+		resp, err := c.Get(t.Context(), provider.Lookup{TransactionID: "tx1", IdempotencyKey: "k"})
 		kind, cause := Classify(resp.Status, err)
 		if kind != Unreachable || cause != tt.cause {
 			t.Errorf("%s: Classify = (%s, %q) from %v, want (unreachable, %q)", tt.url, kind, cause, err, tt.cause)

@@ -78,7 +78,8 @@ func (c *Consumer) process(ctx, claimCtx context.Context, rec *recorder, l *lane
 	}
 	now := c.cfg.Now()
 	stopRenewal := c.renewLease(ctx, logger, j.d)
-	resp, callErr := l.Client.Get(ctx, j.d.TransactionID, j.d.IdempotencyKey)
+	resp, callErr := l.Client.Get(ctx, provider.Lookup{TransactionID: j.d.TransactionID, IdempotencyKey: j.d.IdempotencyKey,
+		Kind: j.item.Kind, AccountID: j.item.AccountID})
 	stopRenewal()
 	<-slots
 	if provider.KindOf(callErr) == provider.KindCanceled {

@@ -64,7 +64,7 @@ func BenchmarkDecode(b *testing.B) {
 				if r := tc.p.Classify(200, tc.body); r != nil {
 					b.Fatal("rule matched")
 				}
-				if _, err := tc.p.Extract(tc.body); err != nil {
+				if _, err := tc.p.Extract(&tc.p.Payment, tc.body); err != nil {
 					b.Fatal(err)
 				}
 			}
@@ -98,7 +98,7 @@ func BenchmarkGet(b *testing.B) {
 				id = "pi_3MtwBwLkdIwHu7ix28a3tqPa"
 			}
 			for b.Loop() {
-				if _, err := c.Get(b.Context(), id, "k"); err != nil {
+				if _, err := c.Get(b.Context(), Lookup{TransactionID: id, IdempotencyKey: "k"}); err != nil {
 					b.Fatal(err)
 				}
 			}

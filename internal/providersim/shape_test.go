@@ -52,7 +52,7 @@ func TestShapesMatchTruth(t *testing.T) {
 				exp := sim.Truth(id)
 				var d decision.Decision
 				for attempt := 1; ; attempt++ {
-					resp, err := c.Get(t.Context(), id, "k:"+id)
+					resp, err := c.Get(t.Context(), provider.Lookup{TransactionID: id, IdempotencyKey: "k:" + id})
 					d = decision.Decide(policy, decision.Input{Expected: game[id], Response: resp, Err: err, Attempt: attempt, Now: time.Now()},
 						func() float64 { return 0 })
 					if d.Action != decision.Retry {
@@ -88,7 +88,7 @@ func TestShapesMatchTruth(t *testing.T) {
 					t.Errorf("%d access tokens issued, want 1 (cached)", n)
 				}
 				Revoke(h)
-				resp, err := c.Get(t.Context(), ids[0], "k")
+				resp, err := c.Get(t.Context(), provider.Lookup{TransactionID: ids[0], IdempotencyKey: "k"})
 				if err != nil && provider.KindOf(err) != provider.KindBadBody || resp.Status == 401 || TokensIssued(h) != 2 {
 					t.Errorf("after revoke: %d, %v, %d tokens", resp.Status, err, TokensIssued(h))
 				}
@@ -108,7 +108,7 @@ func TestShapedAuth(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		resp, err := c.Get(t.Context(), "tx_1", "k")
+		resp, err := c.Get(t.Context(), provider.Lookup{TransactionID: "tx_1", IdempotencyKey: "k"})
 		d := decision.Decide(decision.Policy{}.WithDefaults(), decision.Input{Response: resp, Err: err, Attempt: 1}, func() float64 { return 0 })
 		if d.Action != decision.Stop {
 			t.Errorf("%s: wrong credentials: %v %s", shape, d.Action, d.Reason)
