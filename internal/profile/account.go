@@ -5,7 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"strings"
+	"regexp"
 
 	"github.com/reconcile/reconcile/internal/payments"
 )
@@ -14,7 +14,8 @@ import (
 // account_id as the payment file has it, or what an account map makes of
 // it, kept only when it has the provider's form of an account. One profile
 // so serves every connected account of a platform (Stripe Connect's
-// Stripe-Account header) instead of one profile per account.
+// Stripe-Account header) instead of one profile per account, and a game's
+// own account ids ("player-17") are never sent as the provider's.
 type Account struct {
 	// Map maps an item's account_id to the provider's account ("" for the
 	// platform's own); nil: the account_id itself. An account_id the map
@@ -23,11 +24,11 @@ type Account struct {
 	// MapFile is where Map came from (profile key account.map, or a
 	// providers file entry's account_map), for errors.
 	MapFile string
-	// MatchPrefix, when set, keeps only values that start with it: other
-	// accounts are the platform's own and {account} is empty for them
-	// (Stripe's connected accounts are acct_...; a game's player id is
-	// none).
-	MatchPrefix string
+	// Match, when set, keeps only values it matches: other accounts are
+	// the platform's own and {account} is empty for them (Stripe's
+	// connected accounts are acct_ and 16 or more letters and digits; a
+	// game's player id is none).
+	Match *regexp.Regexp
 	// mapLine is the line of account.map in the profile, for errors.
 	mapLine int
 }
@@ -51,7 +52,7 @@ func (e *UnmappedAccountError) Error() string {
 }
 
 // Resolve returns what {account} stands for on an item of accountID: the
-// mapped value or the account_id, empty when it lacks MatchPrefix. The
+// mapped value or the account_id, empty when Match does not match it. The
 // error is an [*UnmappedAccountError].
 func (a *Account) Resolve(accountID string) (string, error) {
 	v := accountID
@@ -62,7 +63,7 @@ func (a *Account) Resolve(accountID string) (string, error) {
 		}
 		v = m
 	}
-	if a.MatchPrefix != "" && !strings.HasPrefix(v, a.MatchPrefix) {
+	if a.Match != nil && !a.Match.MatchString(v) {
 		return "", nil
 	}
 	return v, nil

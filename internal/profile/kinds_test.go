@@ -204,7 +204,8 @@ func TestConditions(t *testing.T) {
 func TestAccount(t *testing.T) {
 	t.Parallel()
 	stripe := builtin(t, "stripe")
-	for id, want := range map[string]string{"acct_1Nv0FGQ9RKHgCVdK": "acct_1Nv0FGQ9RKHgCVdK", "player_17": "", "": ""} {
+	for id, want := range map[string]string{"acct_1Nv0FGQ9RKHgCVdK": "acct_1Nv0FGQ9RKHgCVdK", "player_17": "", "": "",
+		"acct_000123": "", "acct_1Nv0FGQ9RKHgCVdK\n": ""} {
 		if got, err := stripe.Account.Resolve(id); err != nil || got != want {
 			t.Errorf("Resolve(%q) = %q, %v; want %q", id, got, err, want)
 		}
@@ -212,7 +213,7 @@ func TestAccount(t *testing.T) {
 	if !stripe.Payment.Request.UsesAccount() || !stripe.Kinds["refund"].Request.UsesAccount() || builtin(t, "square").Payment.Request.UsesAccount() {
 		t.Error("UsesAccount")
 	}
-	a := Account{Map: map[string]string{"player_17": "acct_1Nv0FGQ9RKHgCVdK", "house": ""}, MapFile: "accounts.json", MatchPrefix: "acct_"}
+	a := Account{Map: map[string]string{"player_17": "acct_1Nv0FGQ9RKHgCVdK", "house": ""}, MapFile: "accounts.json", Match: stripe.Account.Match}
 	for id, want := range map[string]string{"player_17": "acct_1Nv0FGQ9RKHgCVdK", "house": ""} {
 		if got, err := a.Resolve(id); err != nil || got != want {
 			t.Errorf("mapped Resolve(%q) = %q, %v; want %q", id, got, err, want)

@@ -5,6 +5,7 @@ package profile
 
 import (
 	"fmt"
+	"regexp"
 	"strings"
 
 	"github.com/reconcile/reconcile/internal/payments"
@@ -12,6 +13,9 @@ import (
 
 // maxPrefixBytes bounds an id prefix; providers' are a few bytes (re_, dp_).
 const maxPrefixBytes = 64
+
+// maxPatternBytes bounds account.match; an account's form takes a few dozen.
+const maxPatternBytes = 256
 
 // prefixAt is an id prefix where the file gives it, to report overlaps.
 type prefixAt struct {
@@ -194,12 +198,16 @@ func (d *parser) account(n node, key string, a *Account) error {
 			a.mapLine = n.line
 			return nil
 		},
-		"match_prefix": func(n node, k string) (err error) {
-			if a.MatchPrefix, err = d.str(n, k); err != nil {
+		"match": func(n node, k string) error {
+			text, err := d.str(n, k)
+			if err != nil {
 				return err
 			}
-			if a.MatchPrefix == "" || len(a.MatchPrefix) > maxPrefixBytes || payments.CheckID(a.MatchPrefix) != "" {
-				return d.errf(n, k, "%q: want 1 to %d bytes of an account's text", a.MatchPrefix, maxPrefixBytes)
+			if text == "" || len(text) > maxPatternBytes {
+				return d.errf(n, k, "want a regular expression of 1 to %d bytes", maxPatternBytes)
+			}
+			if a.Match, err = regexp.Compile(text); err != nil {
+				return d.errf(n, k, "%q: not a regular expression: %s", text, strings.TrimPrefix(err.Error(), "error parsing regexp: "))
 			}
 			return nil
 		},

@@ -32,6 +32,7 @@ func TestBadProfiles(t *testing.T) {
 	t.Parallel()
 	want := map[string]string{
 		"above-not-number.json":       "above-not-number.json:7: status_rules[0].when[0].above: want a number, not a string",
+		"account-bad-match.json":      "account-bad-match.json:6: account.match: \"^acct_[A-Z\": not a regular expression: missing closing ]: `[A-Z`",
 		"account-empty-map.json":      "account-empty-map.json:6: account.map: empty: want the account map's file, relative to the profile",
 		"auth-key-of-other-type.json": "auth-key-of-other-type.json:6: auth.client_secret_env: not used by auth type bearer",
 		"bad-stop-threshold.json":     "bad-stop-threshold.json:6: stop_after_not_found: 5000: want an integer from 0 to 1000",
