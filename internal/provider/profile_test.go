@@ -251,14 +251,38 @@ func TestCheckoutProfileFromDocs(t *testing.T) {
 			_, _ = w.Write(fixture(t, "checkout-payment.json"))
 		case "/payments/pay_busy":
 			w.WriteHeader(http.StatusTooManyRequests)
+		case "/payments/pay_partial":
+			_, _ = w.Write([]byte(`{"id":"pay_partial","amount":6540,"currency":"USD","status":"Partially Captured",
+				"balances":{"total_authorized":6540,"total_captured":4000,"total_refunded":0}}`))
 		default:
+			if word, ok := strings.CutPrefix(r.URL.Path, "/payments/pay_status_"); ok {
+				_, _ = fmt.Fprintf(w, `{"id":"pay_status_%s","amount":100,"currency":"EUR","status":%q}`, word, strings.ReplaceAll(word, "_", " "))
+				return
+			}
 			w.WriteHeader(http.StatusNotFound) // Checkout.com answers an empty body
 		}
 	}))
 	t.Cleanup(srv.Close)
-	c := newClient(t, srv.URL, func(c *Config) {
-		c.Profile = loadProfile(t, filepath.Join("..", "..", "testdata", "profiles", "checkout.json"))
-	})
+	checkout := loadProfile(t, filepath.Join("..", "..", "testdata", "profiles", "checkout.json"))
+	if _, err := New(Config{Profile: checkout, Token: testToken}); err == nil {
+		t.Error("a client without the account's base URL was built")
+	}
+	c := newClient(t, srv.URL, func(c *Config) { c.Profile = checkout })
+	// Every status the API reference and the SDKs list is mapped.
+	for word, want := range map[string]string{"Pending": "pending", "Requested": "pending", "Active": "pending",
+		"Authentication_Requested": "pending", "Retry_Scheduled": "pending", "Authorized": "pending", "Card_Verified": "pending",
+		"Partially_Captured": "succeeded", "Captured": "succeeded", "Paid": "succeeded", "Partially_Refunded": "partially_refunded",
+		"Refunded": "refunded", "Chargeback": "disputed", "Declined": "failed", "Voided": "canceled", "Canceled": "canceled",
+		"Expired": "canceled"} {
+		resp, err := c.Get(t.Context(), Lookup{TransactionID: "pay_status_" + word})
+		if err != nil || resp.Record.Status != want {
+			t.Errorf("%s: %+v, %v; want %s", word, resp.Record, err, want)
+		}
+	}
+	// A partial capture reads what was captured.
+	if resp, err := c.Get(t.Context(), Lookup{TransactionID: "pay_partial"}); err != nil || resp.Record.AmountMinor != 4000 || resp.Record.Status != "succeeded" {
+		t.Errorf("partial capture: %+v, %v", resp.Record, err)
+	}
 	resp, err := c.Get(t.Context(), Lookup{TransactionID: "pay_mbabizu24mvu3mela5njyhpit4", IdempotencyKey: "k"})
 	if err != nil || resp.Record != (Record{"pay_mbabizu24mvu3mela5njyhpit4", 6540, "USD", "succeeded"}) || resp.ProviderStatus != "Captured" {
 		t.Errorf("Get = %+v, %v", resp, err)
