@@ -8,8 +8,12 @@
 // each call's outcome with [Breaker.Record]. A circuit opens after calls for
 // many different items fail for reasons that are not about the item
 // (connection refused or reset, DNS or TLS errors, timeouts, or a run of 5xx
-// answers across distinct items); while it is open, one probe call is let
-// through at a backed-off interval, and a successful probe closes it.
+// answers across distinct items), at once when the provider says the
+// credentials are for another mode or account, and when the first items of
+// a run are all answered "not found" in a shape that is not the provider's
+// own not-found body (a wrong base URL: the night would otherwise be
+// recorded as missing); while it is open, one probe call is let through at
+// a backed-off interval, and a successful probe closes it.
 package circuit
 
 import (
@@ -38,6 +42,23 @@ const (
 	// Ignored: the outcome says nothing about the provider (the caller
 	// gave up, the process is stopping). It changes no state.
 	Ignored
+	// Found: the provider answered with the item's record, or with its own
+	// not-found body (the profile's missing rule recognised the body). It
+	// is Answered, and it proves the base URL and the credentials right for
+	// the item's run.
+	Found
+	// NotFound: a 404 (or a missing answer) that no body rule of the
+	// profile recognised as the provider's own: a route-not-found page
+	// looks the same. It is Answered; while a run of at least
+	// Config.NotFoundRun items has not been proven, it is suspect: the
+	// caller holds the item (Verdict.Hold), and Config.NotFoundRun distinct
+	// items of the run all answered so open the circuit.
+	NotFound
+	// WrongAccount: the provider said the credentials are for another mode
+	// or account than the object (Stripe's test key asking for a live
+	// object). It opens the circuit at once: nothing can be found with
+	// them.
+	WrongAccount
 )
 
 // String returns the kind as a word.
@@ -51,6 +72,12 @@ func (k Kind) String() string {
 		return "server_error"
 	case Ignored:
 		return "ignored"
+	case Found:
+		return "found"
+	case NotFound:
+		return "not_found"
+	case WrongAccount:
+		return "wrong_account"
 	default:
 		return fmt.Sprintf("Kind(%d)", int(k))
 	}
@@ -78,6 +105,11 @@ type Event struct {
 	// first calls count towards Config.ServerErrors; an unreachable retry
 	// counts like any other call.
 	Retry bool
+	// Run identifies the item's run, and RunItems is the run's number of
+	// items: the first answers of a run are judged together (Found,
+	// NotFound).
+	Run      string
+	RunItems int
 }
 
 // Action is what [Breaker.Allow] tells the caller to do.
@@ -159,6 +191,13 @@ type Verdict struct {
 	// using up its failure budget. False for Answered events and for
 	// failures while the circuit is closed, which keep the item policy.
 	Systemic bool
+	// Hold is true for a NotFound answer among a run's first items, while
+	// the run is neither proven nor stopped: the caller records nothing
+	// about the item and asks again after HoldFor, without counting an
+	// attempt, by when the run's other first answers have proven it (and
+	// the answer is the item's) or opened the circuit.
+	Hold    bool
+	HoldFor time.Duration
 }
 
 // Defaults of [Config].
@@ -184,6 +223,13 @@ type Config struct {
 	// ProbeCap caps the wait between probes, and is how long a probe may
 	// stay unanswered before another is allowed. Defaults to 30s.
 	ProbeCap time.Duration
+	// NotFoundRun is the number of distinct items of a run, its first
+	// answered, that must all be NotFound to open the circuit; runs of
+	// fewer items are not judged, and a Found answer proves a run. A held
+	// item is asked again after ProbeBase. 0 turns the rule off. Defaults
+	// to 0: the caller takes the number from the provider's profile
+	// (profile.DefaultStopAfterNotFound).
+	NotFoundRun int
 }
 
 // WithDefaults returns c with every zero field set to its default.
@@ -205,6 +251,8 @@ func (c Config) validate() error {
 		return fmt.Errorf("circuit: Config.ProbeBase %s: want > 0", c.ProbeBase)
 	case c.ProbeCap < c.ProbeBase:
 		return fmt.Errorf("circuit: Config.ProbeCap %s: want at least ProbeBase (%s)", c.ProbeCap, c.ProbeBase)
+	case c.NotFoundRun < 0:
+		return fmt.Errorf("circuit: Config.NotFoundRun %d: want 0 (off) or more", c.NotFoundRun)
 	}
 	return nil
 }
@@ -219,7 +267,14 @@ type Breaker struct {
 	unreachable map[string]struct{}
 	serverError map[string]struct{}
 
+	// The runs being judged: the items of each unproven run answered
+	// NotFound, and the runs proven. Kept across opening and closing: the
+	// evidence is the run's, not the circuit's.
+	judged map[string]map[string]struct{}
+	proven map[string]struct{}
+
 	open       bool
+	why        Kind // the kind of failure that opened it
 	openedAt   time.Time
 	cause      string        // what opened it, then the latest failure's cause
 	interval   time.Duration // wait before the next probe
@@ -236,7 +291,50 @@ func New(cfg Config) (*Breaker, error) {
 	if err := cfg.validate(); err != nil {
 		return nil, err
 	}
-	return &Breaker{cfg: cfg, unreachable: map[string]struct{}{}, serverError: map[string]struct{}{}}, nil
+	return &Breaker{cfg: cfg, unreachable: map[string]struct{}{}, serverError: map[string]struct{}{},
+		judged: map[string]map[string]struct{}{}, proven: map[string]struct{}{}}, nil
+}
+
+// Bounds of the runs a Breaker remembers. A consumer serves a run or two at
+// a time, a few a day; past these, the oldest evidence is dropped wholesale
+// (an unproven run is judged afresh, a proven one can be judged again).
+const (
+	maxJudgedRuns = 64
+	maxProvenRuns = 1024
+)
+
+// suspect reports whether a NotFound answer for ev's run is suspect: the
+// rule is on, the run is big enough to judge and not proven.
+func (b *Breaker) suspect(ev Event) bool {
+	if b.cfg.NotFoundRun == 0 || ev.RunItems < b.cfg.NotFoundRun {
+		return false
+	}
+	_, ok := b.proven[ev.Run]
+	return !ok
+}
+
+// prove records that ev's run has a Found answer.
+func (b *Breaker) prove(run string) {
+	delete(b.judged, run)
+	if len(b.proven) >= maxProvenRuns {
+		clear(b.proven)
+	}
+	b.proven[run] = struct{}{}
+}
+
+// notFound adds a suspect answer to its run and returns how many distinct
+// items of the run are so answered.
+func (b *Breaker) notFound(ev Event) int {
+	items := b.judged[ev.Run]
+	if items == nil {
+		if len(b.judged) >= maxJudgedRuns {
+			clear(b.judged)
+		}
+		items = map[string]struct{}{}
+		b.judged[ev.Run] = items
+	}
+	items[ev.Item] = struct{}{}
+	return len(items)
 }
 
 // Allow says what the caller may do at now: Call when the circuit is
@@ -274,18 +372,36 @@ func (b *Breaker) Record(now time.Time, ev Event) Verdict {
 		}
 		return Verdict{}
 	}
+	if ev.Kind == Found {
+		b.prove(ev.Run)
+	}
 	if b.open {
 		return b.recordOpen(now, ev)
 	}
 	switch ev.Kind {
-	case Answered:
+	case Answered, Found:
 		clear(b.unreachable)
 		clear(b.serverError)
 		return Verdict{}
+	case NotFound:
+		clear(b.unreachable)
+		clear(b.serverError)
+		if !b.suspect(ev) {
+			return Verdict{}
+		}
+		if n := b.notFound(ev); n >= b.cfg.NotFoundRun {
+			b.trip(now, NotFound, fmt.Sprintf("the first %d items of run %s were all answered not found, none in the provider's own not-found shape: %s",
+				n, ev.Run, ev.Cause))
+			return Verdict{Change: Opened, Systemic: true}
+		}
+		return Verdict{Hold: true, HoldFor: b.cfg.ProbeBase}
+	case WrongAccount:
+		b.trip(now, WrongAccount, ev.Cause)
+		return Verdict{Change: Opened, Systemic: true}
 	case Unreachable:
 		b.unreachable[ev.Item] = struct{}{}
 		if len(b.unreachable) >= b.cfg.Failures {
-			b.trip(now, ev.Cause)
+			b.trip(now, Unreachable, ev.Cause)
 			return Verdict{Change: Opened, Systemic: true}
 		}
 	case ServerError:
@@ -294,7 +410,7 @@ func (b *Breaker) Record(now time.Time, ev Event) Verdict {
 		}
 		b.serverError[ev.Item] = struct{}{}
 		if len(b.serverError) >= b.cfg.ServerErrors {
-			b.trip(now, ev.Cause)
+			b.trip(now, ServerError, ev.Cause)
 			return Verdict{Change: Opened, Systemic: true}
 		}
 	}
@@ -302,17 +418,26 @@ func (b *Breaker) Record(now time.Time, ev Event) Verdict {
 }
 
 func (b *Breaker) recordOpen(now time.Time, ev Event) Verdict {
-	if ev.Kind != Answered {
+	failed := ev.Kind != Answered && ev.Kind != Found
+	if ev.Kind == NotFound {
+		// A legitimate missing item of a proven run proves the provider
+		// back; a suspect one is the outage's.
+		failed = b.suspect(ev)
+		if failed {
+			b.notFound(ev)
+		}
+	}
+	if failed {
 		b.cause = cmp.Or(ev.Cause, b.cause)
 		b.failures++
 	}
 	if !ev.Probe {
 		// A call started before the circuit opened: its failure is the
 		// outage's, and a late success proves nothing about now.
-		return Verdict{Systemic: ev.Kind != Answered}
+		return Verdict{Systemic: failed}
 	}
 	b.probing = false
-	if ev.Kind == Answered {
+	if !failed {
 		b.reset()
 		return Verdict{Change: Closed}
 	}
@@ -321,8 +446,8 @@ func (b *Breaker) recordOpen(now time.Time, ev Event) Verdict {
 	return Verdict{Change: ProbeFailed, Systemic: true}
 }
 
-func (b *Breaker) trip(now time.Time, cause string) {
-	b.open, b.openedAt, b.cause = true, now, cause
+func (b *Breaker) trip(now time.Time, why Kind, cause string) {
+	b.open, b.why, b.openedAt, b.cause = true, why, now, cause
 	b.interval = b.cfg.ProbeBase
 	b.nextProbe = now.Add(b.interval)
 	b.probing, b.probes, b.failures = false, 0, 0
@@ -331,7 +456,7 @@ func (b *Breaker) trip(now time.Time, cause string) {
 }
 
 func (b *Breaker) reset() {
-	*b = Breaker{cfg: b.cfg, unreachable: b.unreachable, serverError: b.serverError}
+	*b = Breaker{cfg: b.cfg, unreachable: b.unreachable, serverError: b.serverError, judged: b.judged, proven: b.proven}
 	clear(b.unreachable)
 	clear(b.serverError)
 }
@@ -340,6 +465,10 @@ func (b *Breaker) reset() {
 type State struct {
 	// Open is true while the circuit is open.
 	Open bool
+	// Why is the kind of failure that opened it: Unreachable, ServerError,
+	// NotFound (a run's first items all not found in a strange shape) or
+	// WrongAccount; 0 when closed.
+	Why Kind
 	// OpenedAt is when the circuit last opened; zero when closed.
 	OpenedAt time.Time
 	// Cause is the failure that opened the circuit, or the latest one
@@ -359,5 +488,5 @@ func (b *Breaker) State() State {
 	if !b.open {
 		return State{}
 	}
-	return State{Open: true, OpenedAt: b.openedAt, Cause: b.cause, NextProbe: b.nextProbe, Probes: b.probes, Failures: b.failures}
+	return State{Open: true, Why: b.why, OpenedAt: b.openedAt, Cause: b.cause, NextProbe: b.nextProbe, Probes: b.probes, Failures: b.failures}
 }

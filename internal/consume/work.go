@@ -107,7 +107,7 @@ func (c *Consumer) process(ctx, claimCtx context.Context, rec *recorder, l *lane
 			logger.Warn("throttle not shared with other consumers", "err", err)
 		}
 	}
-	kind, cause := circuit.Classify(resp.Status, callErr)
+	kind, cause := circuit.Classify(resp, callErr)
 	if dec.Throttled || dec.Action == decision.Stop {
 		kind, cause = circuit.Answered, "" // the provider is up and said something
 	}

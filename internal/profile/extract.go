@@ -23,6 +23,10 @@ func (p *Profile) Classify(status int, body []byte) *Rule {
 	return nil
 }
 
+// LooksAtBody reports whether the rule recognises an answer by its body
+// (a path or a text), not by its status alone.
+func (r *Rule) LooksAtBody() bool { return r.Path != "" || r.Contains != "" }
+
 func (r *Rule) matches(status int, body []byte) bool {
 	switch {
 	case r.Status == 0:

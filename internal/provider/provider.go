@@ -232,6 +232,12 @@ type Response struct {
 	// rule's reason word (empty for the default).
 	Class  profile.Class
 	Reason string
+	// OwnNotFound is true when the rule that matched is a missing rule
+	// that looks into the body (its path or text): the provider itself
+	// said it has no such object, in its own words. A 404 that no such
+	// rule recognises could as well be a wrong base URL's route-not-found
+	// page.
+	OwnNotFound bool
 	// RetryAfter is the parsed Retry-After header, clamped to
 	// [0, MaxRetryAfter]; HasRetryAfter reports whether the header was present
 	// and well-formed.
@@ -472,6 +478,7 @@ func (c *Client) once(ctx context.Context, o *profile.Object, l Lookup, ex *Exch
 func (c *Client) classifyAnswer(out *Response, body []byte) {
 	if r := c.profile.Classify(out.Status, body); r != nil {
 		out.Class, out.Reason = r.Class, r.Reason
+		out.OwnNotFound = r.Class == profile.ClassMissing && r.LooksAtBody()
 	}
 }
 
