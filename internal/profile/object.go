@@ -62,6 +62,16 @@ func (r *Request) UsesAccount() bool {
 	return false
 }
 
+// kindsUseAccount reports whether a request of p's kinds holds {account}.
+func (p *Profile) kindsUseAccount() bool {
+	for _, o := range p.Kinds {
+		if o.Request.UsesAccount() {
+			return true
+		}
+	}
+	return false
+}
+
 // The placeholders of request templates.
 const (
 	placeholderID      = "{id}"
