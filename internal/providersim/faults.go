@@ -137,10 +137,18 @@ func (s *Server) mismatch(r provider.Record) (provider.Record, string) {
 		}
 		return r, "currency"
 	default:
-		if r.Status == "succeeded" {
-			r.Status = "refunded"
+		// A word every shape has for the record's kind.
+		a, b := payments.StatusSucceeded, payments.StatusRefunded
+		switch s.kindOf(r.ID) {
+		case payments.KindRefund:
+			b = payments.StatusFailed
+		case payments.KindDispute:
+			a = payments.StatusDisputed
+		}
+		if r.Status == a {
+			r.Status = b
 		} else {
-			r.Status = "succeeded"
+			r.Status = a
 		}
 		return r, "status"
 	}
