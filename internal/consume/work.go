@@ -87,7 +87,11 @@ func (c *Consumer) process(ctx, claimCtx context.Context, rec *recorder, l *lane
 		c.release(context.WithoutCancel(ctx), j.d)
 		return nil
 	}
-	c.observe(l, resp, callErr, now)
+	// An item whose account the account map lacks is not asked about.
+	called := provider.KindOf(callErr) != provider.KindUnmappedAccount
+	if called {
+		c.observe(l, resp, callErr, now)
+	}
 
 	firstAttempt := j.item.FirstAttemptAt
 	if firstAttempt.IsZero() {
@@ -113,7 +117,7 @@ func (c *Consumer) process(ctx, claimCtx context.Context, rec *recorder, l *lane
 	}
 	ended := c.cfg.Now()
 	verdict, st := l.record(ended, circuit.Event{Kind: kind, Item: j.d.TransactionID, Cause: cause, Probe: probe,
-		Retry: j.item.Attempts > 0})
+		Retry: j.item.Attempts > 0, Run: j.d.RunID.String(), RunItems: j.item.RunItems})
 	if verdict.Change != circuit.Unchanged {
 		c.persistCircuit(ctx, l, st, ended)
 	}
@@ -121,7 +125,7 @@ func (c *Consumer) process(ctx, claimCtx context.Context, rec *recorder, l *lane
 		return fmt.Errorf("%w: %s answered %d for transaction %q; %s and run again (every message is still queued)",
 			ErrProviderAuth, l.Client.BaseURL(), resp.Status, j.d.TransactionID, l.credentialsHint())
 	}
-	s := settlement{called: true, throttled: dec.CountsThrottle, status: resp.Status, reason: dec.Reason,
+	s := settlement{called: called, throttled: dec.CountsThrottle, status: resp.Status, reason: dec.Reason,
 		detail: dec.Detail, differences: dec.Differences, delay: dec.Delay, at: now}
 	if resp.Status >= 200 && resp.Status < 300 && callErr == nil {
 		s.provider = &ledger.Provider{AmountMinor: resp.Record.AmountMinor, Currency: resp.Record.Currency, Status: resp.Record.Status}
@@ -133,7 +137,14 @@ func (c *Consumer) process(ctx, claimCtx context.Context, rec *recorder, l *lane
 		s.fate, s.to, s.countsAttempt = retryLater, ledger.RetryScheduled, false
 		s.reason, s.detail = ReasonCircuitOpen, cause
 		s.delay = max(st.NextProbe.Sub(now), 0)
+		s.provider = nil
 		c.stats.systemic.Add(1)
+	case verdict.Hold:
+		// A "not found" among the run's first answers, in a shape that is
+		// not the provider's own: asked again once the run's other first
+		// answers have proven it, or stopped it; nothing recorded yet.
+		s.fate, s.to, s.countsAttempt = retryLater, ledger.RetryScheduled, false
+		s.reason, s.detail, s.delay = ReasonNotFoundHeld, cause, verdict.HoldFor
 	case dec.Action == decision.Ack:
 		s.fate = ack
 		s.to = dec.Outcome
@@ -154,6 +165,12 @@ func (c *Consumer) process(ctx, claimCtx context.Context, rec *recorder, l *lane
 // provider's circuit was open, and for a message put back until the next
 // probe: the attempt does not count against the item.
 const ReasonCircuitOpen = "circuit_open"
+
+// ReasonNotFoundHeld is the reason recorded for an item answered "not
+// found" in a shape that is not the provider's own among the first items of
+// a run not yet proven (see circuit.NotFound): it is asked again shortly,
+// without counting an attempt, rather than recorded as missing.
+const ReasonNotFoundHeld = "not_found_held"
 
 // deferForCircuit puts j's message back until the circuit's next probe at
 // until, without a call, a ledger change or a counted attempt.
