@@ -89,9 +89,6 @@ func TestStripeKindsAndAccounts(t *testing.T) {
 	}
 	p.Account.Map, p.Account.MapFile = m, "accounts.json"
 	mapped := newClient(t, srv.URL, func(c *Config) { c.Profile = p })
-	mu.Lock()
-	before := len(seen)
-	mu.Unlock()
 	if _, err := mapped.Get(t.Context(), Lookup{TransactionID: "pi_1", AccountID: "player_17"}); err != nil {
 		t.Fatal(err)
 	}
@@ -99,7 +96,7 @@ func TestStripeKindsAndAccounts(t *testing.T) {
 	if got := seen[len(seen)-1].account; got != "acct_1Nv0FGQ9RKHgCVdK" {
 		t.Errorf("mapped account sent as %q", got)
 	}
-	before = len(seen)
+	before := len(seen)
 	mu.Unlock()
 	_, err = mapped.Get(t.Context(), Lookup{TransactionID: "pi_1", AccountID: "player_99"})
 	var ue *profile.UnmappedAccountError
