@@ -31,27 +31,9 @@ func TestWrongBaseURLStopsTheNight(t *testing.T) {
 	defer cancel()
 	done := make(chan error, 1)
 	go func() { done <- c.Run(ctx) }()
-	tick := time.NewTicker(5 * time.Millisecond)
-	defer tick.Stop()
-	for len(logs.lines("circuit open, calls stopped")) == 0 {
-		select {
-		case err := <-done:
-			t.Fatalf("consumer ended without stopping: %v", err)
-		case <-ctx.Done():
-			t.Fatal("the circuit did not open within a minute")
-		case <-tick.C:
-		}
-	}
+	whileRunning(ctx, t, done, "the circuit to open", func() bool { return len(logs.lines("circuit open, calls stopped")) > 0 })
 	// Probes keep finding no route: the circuit stays open.
-	for c.Circuits()[0].Probes < 3 {
-		select {
-		case err := <-done:
-			t.Fatalf("consumer ended while the circuit was open: %v", err)
-		case <-ctx.Done():
-			t.Fatal("no third probe within a minute")
-		case <-tick.C:
-		}
-	}
+	whileRunning(ctx, t, done, "a third probe", func() bool { return c.Circuits()[0].Probes >= 3 })
 	cancel()
 	if err := <-done; err != nil {
 		t.Fatal(err)
@@ -89,6 +71,23 @@ func TestWrongBaseURLStopsTheNight(t *testing.T) {
 		t.Fatal(err)
 	}
 	b.checkInvariants(t)
+}
+
+// whileRunning waits until cond holds, failing the test if the consumer
+// whose Run reports on done ends first or ctx does.
+func whileRunning(ctx context.Context, t *testing.T, done <-chan error, what string, cond func() bool) {
+	t.Helper()
+	tick := time.NewTicker(5 * time.Millisecond)
+	defer tick.Stop()
+	for !cond() {
+		select {
+		case err := <-done:
+			t.Fatalf("consumer ended while waiting for %s: %v", what, err)
+		case <-ctx.Done():
+			t.Fatalf("no %s before the test's deadline", what)
+		case <-tick.C:
+		}
+	}
 }
 
 // TestFirstMissingItemsAreHeldThenRecorded: a run whose very first items
