@@ -27,9 +27,10 @@ type Kind int
 
 // Kinds of [Event].
 const (
-	// Answered: the provider answered about the item (2xx, 404, 4xx,
-	// 429, an unreadable body). It proves the provider reachable and
-	// ends a run of failures.
+	// Answered: the provider answered about the item (a 4xx, an
+	// unreadable body). It proves the provider reachable and ends a run of
+	// failures; for the runs judged (see NotFound) it is an answer that is
+	// not "not found".
 	Answered Kind = iota + 1
 	// Unreachable: no answer came (connection refused or reset, DNS, TLS,
 	// a timeout). Such failures across Config.Failures distinct items in a
@@ -51,14 +52,19 @@ const (
 	// profile recognised as the provider's own: a route-not-found page
 	// looks the same. It is Answered; while a run of at least
 	// Config.NotFoundRun items has not been proven, it is suspect: the
-	// caller holds the item (Verdict.Hold), and Config.NotFoundRun distinct
-	// items of the run all answered so open the circuit.
+	// caller holds the item (Verdict.Hold), and the run's first
+	// Config.NotFoundRun distinct items all answered so open the circuit
+	// (see runs.go for the rules).
 	NotFound
 	// WrongAccount: the provider said the credentials are for another mode
 	// or account than the object (Stripe's test key asking for a live
 	// object). It opens the circuit at once: nothing can be found with
 	// them.
 	WrongAccount
+	// Busy: the provider answered, but not about the item (a throttle, a
+	// lock, refused credentials). It is Answered for the failure streaks
+	// and no evidence about a run.
+	Busy
 )
 
 // String returns the kind as a word.
@@ -78,6 +84,8 @@ func (k Kind) String() string {
 		return "not_found"
 	case WrongAccount:
 		return "wrong_account"
+	case Busy:
+		return "busy"
 	default:
 		return fmt.Sprintf("Kind(%d)", int(k))
 	}
@@ -193,7 +201,8 @@ type Verdict struct {
 	Systemic bool
 	// Hold is true for a NotFound answer among a run's first items, while
 	// the run is neither proven nor stopped: the caller records nothing
-	// about the item and asks again after HoldFor, without counting an
+	// about the item and asks again after HoldFor (from ProbeBase,
+	// doubling to ProbeCap, at most ten times), without counting an
 	// attempt, by when the run's other first answers have proven it (and
 	// the answer is the item's) or opened the circuit.
 	Hold    bool
@@ -225,10 +234,11 @@ type Config struct {
 	ProbeCap time.Duration
 	// NotFoundRun is the number of distinct items of a run, its first
 	// answered, that must all be NotFound to open the circuit; runs of
-	// fewer items are not judged, and a Found answer proves a run. A held
-	// item is asked again after ProbeBase. 0 turns the rule off. Defaults
-	// to 0: the caller takes the number from the provider's profile
-	// (profile.DefaultStopAfterNotFound).
+	// fewer items are not judged, and a Found answer, or that many items
+	// answered not all NotFound, proves a run. A held item is asked again
+	// after ProbeBase, doubling to ProbeCap. 0 turns the rule off.
+	// Defaults to 0: the caller takes the number from the provider's
+	// profile (profile.DefaultStopAfterNotFound).
 	NotFoundRun int
 }
 
@@ -267,11 +277,9 @@ type Breaker struct {
 	unreachable map[string]struct{}
 	serverError map[string]struct{}
 
-	// The runs being judged: the items of each unproven run answered
-	// NotFound, and the runs proven. Kept across opening and closing: the
-	// evidence is the run's, not the circuit's.
-	judged map[string]map[string]struct{}
-	proven map[string]struct{}
+	// runs judges the first answers of each run. Kept across opening and
+	// closing: the evidence is the run's, not the circuit's.
+	runs *runJudge
 
 	open       bool
 	why        Kind // the kind of failure that opened it
@@ -291,50 +299,7 @@ func New(cfg Config) (*Breaker, error) {
 	if err := cfg.validate(); err != nil {
 		return nil, err
 	}
-	return &Breaker{cfg: cfg, unreachable: map[string]struct{}{}, serverError: map[string]struct{}{},
-		judged: map[string]map[string]struct{}{}, proven: map[string]struct{}{}}, nil
-}
-
-// Bounds of the runs a Breaker remembers. A consumer serves a run or two at
-// a time, a few a day; past these, the oldest evidence is dropped wholesale
-// (an unproven run is judged afresh, a proven one can be judged again).
-const (
-	maxJudgedRuns = 64
-	maxProvenRuns = 1024
-)
-
-// suspect reports whether a NotFound answer for ev's run is suspect: the
-// rule is on, the run is big enough to judge and not proven.
-func (b *Breaker) suspect(ev Event) bool {
-	if b.cfg.NotFoundRun == 0 || ev.RunItems < b.cfg.NotFoundRun {
-		return false
-	}
-	_, ok := b.proven[ev.Run]
-	return !ok
-}
-
-// prove records that ev's run has a Found answer.
-func (b *Breaker) prove(run string) {
-	delete(b.judged, run)
-	if len(b.proven) >= maxProvenRuns {
-		clear(b.proven)
-	}
-	b.proven[run] = struct{}{}
-}
-
-// notFound adds a suspect answer to its run and returns how many distinct
-// items of the run are so answered.
-func (b *Breaker) notFound(ev Event) int {
-	items := b.judged[ev.Run]
-	if items == nil {
-		if len(b.judged) >= maxJudgedRuns {
-			clear(b.judged)
-		}
-		items = map[string]struct{}{}
-		b.judged[ev.Run] = items
-	}
-	items[ev.Item] = struct{}{}
-	return len(items)
+	return &Breaker{cfg: cfg, unreachable: map[string]struct{}{}, serverError: map[string]struct{}{}, runs: newRunJudge(cfg)}, nil
 }
 
 // Allow says what the caller may do at now: Call when the circuit is
@@ -372,29 +337,31 @@ func (b *Breaker) Record(now time.Time, ev Event) Verdict {
 		}
 		return Verdict{}
 	}
-	if ev.Kind == Found {
-		b.prove(ev.Run)
+	switch ev.Kind {
+	case Found:
+		b.runs.prove(ev.Run)
+	case Answered:
+		b.runs.answered(ev)
 	}
 	if b.open {
 		return b.recordOpen(now, ev)
 	}
 	switch ev.Kind {
-	case Answered, Found:
+	case Answered, Found, Busy:
 		clear(b.unreachable)
 		clear(b.serverError)
 		return Verdict{}
 	case NotFound:
 		clear(b.unreachable)
 		clear(b.serverError)
-		if !b.suspect(ev) {
-			return Verdict{}
-		}
-		if n := b.notFound(ev); n >= b.cfg.NotFoundRun {
-			b.trip(now, NotFound, fmt.Sprintf("the first %d items of run %s were all answered not found, none in the provider's own not-found shape: %s",
-				n, ev.Run, ev.Cause))
+		switch j, wait, cause := b.runs.notFound(ev); j {
+		case stop:
+			b.trip(now, NotFound, cause)
 			return Verdict{Change: Opened, Systemic: true}
+		case hold:
+			return Verdict{Hold: true, HoldFor: wait}
 		}
-		return Verdict{Hold: true, HoldFor: b.cfg.ProbeBase}
+		return Verdict{}
 	case WrongAccount:
 		b.trip(now, WrongAccount, ev.Cause)
 		return Verdict{Change: Opened, Systemic: true}
@@ -418,14 +385,11 @@ func (b *Breaker) Record(now time.Time, ev Event) Verdict {
 }
 
 func (b *Breaker) recordOpen(now time.Time, ev Event) Verdict {
-	failed := ev.Kind != Answered && ev.Kind != Found
+	failed := ev.Kind != Answered && ev.Kind != Found && ev.Kind != Busy
 	if ev.Kind == NotFound {
 		// A legitimate missing item of a proven run proves the provider
 		// back; a suspect one is the outage's.
-		failed = b.suspect(ev)
-		if failed {
-			b.notFound(ev)
-		}
+		failed = b.runs.suspect(ev)
 	}
 	if failed {
 		b.cause = cmp.Or(ev.Cause, b.cause)
@@ -456,7 +420,7 @@ func (b *Breaker) trip(now time.Time, why Kind, cause string) {
 }
 
 func (b *Breaker) reset() {
-	*b = Breaker{cfg: b.cfg, unreachable: b.unreachable, serverError: b.serverError, judged: b.judged, proven: b.proven}
+	*b = Breaker{cfg: b.cfg, unreachable: b.unreachable, serverError: b.serverError, runs: b.runs}
 	clear(b.unreachable)
 	clear(b.serverError)
 }

@@ -196,9 +196,9 @@ func TestNotFoundRun(t *testing.T) {
 	}{
 		{"three distinct first items not found open it", cfg, []step{
 			inRun(0, NotFound, "a", "r1", 100, false, "unchanged hold@1s"),
-			inRun(1, NotFound, "a", "r1", 100, false, "unchanged hold@1s"), // the same item again
+			inRun(1, NotFound, "a", "r1", 100, false, "unchanged hold@2s"), // the same item again waits longer
 			inRun(2, NotFound, "b", "r1", 100, false, "unchanged hold@1s"),
-			inRun(3, Answered, "x", "r1", 100, false, "unchanged"), // a 429 or a 400 proves nothing
+			inRun(3, Busy, "x", "r1", 100, false, "unchanged"), // a 429 says nothing of the item
 			inRun(4, NotFound, "c", "r1", 100, false, "opened systemic"),
 			allow(5, "wait@1.000000004s"),
 			inRun(6, NotFound, "d", "r1", 100, false, "unchanged systemic"), // in flight when it opened
@@ -217,6 +217,27 @@ func TestNotFoundRun(t *testing.T) {
 			inRun(4, NotFound, "d", "r1", 100, false, "unchanged"),
 			// Another run is judged on its own.
 			inRun(5, NotFound, "a", "r2", 100, false, "unchanged hold@1s"),
+		}},
+		{"answers that are not all not found prove the run", cfg, []step{
+			inRun(0, NotFound, "a", "r1", 100, false, "unchanged hold@1s"),
+			inRun(1, Answered, "b", "r1", 100, false, "unchanged"), // a 400: an answer about the item
+			inRun(2, NotFound, "c", "r1", 100, false, "unchanged"), // the third distinct answer: proven
+			inRun(3, NotFound, "a", "r1", 100, false, "unchanged"),
+			inRun(4, NotFound, "d", "r1", 100, false, "unchanged"),
+		}},
+		{"an item is held at most ten times, waiting up to the probe cap", cfg, []step{
+			inRun(0, NotFound, "a", "r1", 100, false, "unchanged hold@1s"),
+			inRun(1, NotFound, "a", "r1", 100, false, "unchanged hold@2s"),
+			inRun(2, NotFound, "a", "r1", 100, false, "unchanged hold@4s"),
+			inRun(3, NotFound, "a", "r1", 100, false, "unchanged hold@4s"),
+			inRun(4, NotFound, "a", "r1", 100, false, "unchanged hold@4s"),
+			inRun(5, NotFound, "a", "r1", 100, false, "unchanged hold@4s"),
+			inRun(6, NotFound, "a", "r1", 100, false, "unchanged hold@4s"),
+			inRun(7, NotFound, "a", "r1", 100, false, "unchanged hold@4s"),
+			inRun(8, NotFound, "a", "r1", 100, false, "unchanged hold@4s"),
+			inRun(9, NotFound, "a", "r1", 100, false, "unchanged hold@4s"),
+			inRun(10, NotFound, "a", "r1", 100, false, "unchanged"), // recorded as answered
+			inRun(11, NotFound, "b", "r1", 100, false, "unchanged hold@1s"),
 		}},
 		{"a run smaller than the rule is not judged", cfg, []step{
 			inRun(0, NotFound, "a", "small", 2, false, "unchanged"),
@@ -240,7 +261,7 @@ func TestNotFoundRun(t *testing.T) {
 			inRun(1, NotFound, "b", "r1", 100, false, "unchanged hold@1s"),
 			inRun(2, NotFound, "c", "r1", 100, false, "opened systemic"),
 			allow(time.Second+2, "probe"),
-			inRun(time.Second+2, Answered, "x", "r1", 100, true, "closed"),           // a 429 closes it...
+			inRun(time.Second+2, Busy, "x", "r1", 100, true, "closed"),               // a 429 closes it...
 			inRun(time.Second+3, NotFound, "a", "r1", 100, false, "opened systemic"), // ...the run's evidence reopens it
 		}},
 		{"a legitimate missing item of a proven run closes it", cfg, []step{

@@ -26,8 +26,10 @@ import (
 //     map), or the provider's own not-found body: Found;
 //   - an answer of the profile's wrong_account class: WrongAccount;
 //   - a 404, or a missing answer, that no body rule recognised: NotFound;
+//   - a throttle or a lock (a 429, or a profile's throttle or locked
+//     class) or refused credentials (401, 403, the auth class): Busy;
 //   - a 5xx: ServerError;
-//   - everything else (unreadable bodies, other 4xx, throttles): Answered.
+//   - everything else (unreadable bodies, other 4xx): Answered.
 //
 // Found, NotFound and Answered are about the item, not the provider; the
 // cause of a failure carries the start of the body, for the warning.
@@ -52,6 +54,9 @@ func Classify(resp provider.Response, err error) (Kind, string) {
 		return WrongAccount, withExcerpt(fmt.Sprintf("http %d, another mode or account than the credentials'", resp.Status), resp.BodyExcerpt)
 	case c == profile.ClassMissing || c == 0 && resp.Status == http.StatusNotFound || c == profile.ClassPermanent && resp.Status == http.StatusNotFound:
 		return NotFound, withExcerpt(fmt.Sprintf("http %d", resp.Status), resp.BodyExcerpt)
+	case c == profile.ClassThrottle || c == profile.ClassLocked || c == profile.ClassAuth,
+		c == 0 && (resp.Status == http.StatusTooManyRequests || resp.Status == http.StatusUnauthorized || resp.Status == http.StatusForbidden):
+		return Busy, ""
 	case resp.Status >= 500:
 		return ServerError, fmt.Sprintf("http %d", resp.Status)
 	}

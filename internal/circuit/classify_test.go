@@ -33,7 +33,8 @@ func TestClassify(t *testing.T) {
 		{"200", 200, nil, Found, ""},
 		{"404", 404, nil, NotFound, "http 404: body"},
 		{"400", 400, nil, Answered, ""},
-		{"429", 429, nil, Answered, ""},
+		{"429", 429, nil, Busy, ""},
+		{"401", 401, nil, Busy, ""},
 		{"500", 500, nil, ServerError, "http 500"},
 		{"503", 503, nil, ServerError, "http 503"},
 		{"refused", 0, providerErr(provider.KindConnection, &net.OpError{Op: "dial", Err: os.NewSyscallError("connect", syscall.ECONNREFUSED)}), Unreachable, "connection refused"},
@@ -82,8 +83,9 @@ func TestClassifyProfileAnswers(t *testing.T) {
 		{"GraphQL's error", provider.Response{Status: 200, Class: profile.ClassRetry}, Answered, ""},
 		{"wrong mode", provider.Response{Status: 404, Class: profile.ClassWrongAccount, BodyExcerpt: "a similar object exists in live mode"},
 			WrongAccount, "http 404, another mode or account than the credentials': a similar object exists in live mode"},
-		{"a throttle in a 500", provider.Response{Status: 500, Class: profile.ClassThrottle}, ServerError, "http 500"},
-		{"a lock", provider.Response{Status: 429, Class: profile.ClassLocked}, Answered, ""},
+		{"a throttle in a 500", provider.Response{Status: 500, Class: profile.ClassThrottle}, Busy, ""},
+		{"a lock", provider.Response{Status: 429, Class: profile.ClassLocked}, Busy, ""},
+		{"a 400 auth rule", provider.Response{Status: 400, Class: profile.ClassAuth}, Busy, ""},
 	} {
 		kind, cause := Classify(tc.resp, nil)
 		if kind != tc.kind || cause != tc.cause {

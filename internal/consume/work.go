@@ -113,7 +113,7 @@ func (c *Consumer) process(ctx, claimCtx context.Context, rec *recorder, l *lane
 	}
 	kind, cause := circuit.Classify(resp, callErr)
 	if dec.Throttled || dec.Action == decision.Stop {
-		kind, cause = circuit.Answered, "" // the provider is up and said something
+		kind, cause = circuit.Busy, "" // the provider is up, and said nothing about the item
 	}
 	ended := c.cfg.Now()
 	verdict, st := l.record(ended, circuit.Event{Kind: kind, Item: j.d.TransactionID, Cause: cause, Probe: probe,

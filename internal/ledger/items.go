@@ -143,7 +143,9 @@ type Item struct {
 	Attempts       int
 	Throttles      int
 	FirstAttemptAt time.Time // zero before the first call
-	// RunItems is the number of items of the item's run.
+	// RunItems is the number of items of the item's run that its
+	// provider answers for (run_breakdown; the run's item count for a run
+	// without one).
 	RunItems int
 }
 
@@ -162,11 +164,21 @@ func Items(ctx context.Context, db DB, keys []Key) (map[Key]Item, error) {
 		runs[i], ids[i] = k.RunID, k.TransactionID
 	}
 	rows, err := db.Query(ctx, `
+		WITH i AS (
+		    SELECT i.run_id, i.transaction_id, i.account_id, i.amount_minor, i.currency, i.status, i.kind, i.state,
+		           i.attempts, i.throttles, i.first_attempt_at, i.provider
+		      FROM unnest($1::uuid[], $2::text[]) AS k(run_id, transaction_id)
+		      JOIN items i USING (run_id, transaction_id)),
+		n AS (
+		    SELECT b.run_id, b.provider, sum(b.item_count)::integer AS n
+		      FROM run_breakdown b
+		     WHERE (b.run_id, b.provider) IN (SELECT DISTINCT run_id, provider FROM i)
+		     GROUP BY b.run_id, b.provider)
 		SELECT i.run_id, i.transaction_id, i.account_id, i.amount_minor, i.currency, i.status, i.kind, i.state,
-		       i.attempts, i.throttles, i.first_attempt_at, r.item_count
-		  FROM unnest($1::uuid[], $2::text[]) AS k(run_id, transaction_id)
-		  JOIN items i USING (run_id, transaction_id)
-		  JOIN runs r USING (run_id)`, runs, ids)
+		       i.attempts, i.throttles, i.first_attempt_at, coalesce(n.n, r.item_count)
+		  FROM i
+		  JOIN runs r USING (run_id)
+		  LEFT JOIN n USING (run_id, provider)`, runs, ids)
 	if err != nil {
 		return nil, fmt.Errorf("load %d items: %w", len(keys), err)
 	}
