@@ -152,9 +152,9 @@ type Profile struct {
 	Hints Hints
 	// StopAfterNotFound is how many distinct first items of a run must all
 	// be answered "not found" in a shape that is not the provider's own
-	// not-found body (no missing rule matched) before calls stop as for an
-	// outage: a wrong base URL or mode, not a night of missing payments.
-	// 0 turns the rule off. Defaults to 20.
+	// not-found body (no missing rule that looks into the body matched)
+	// before calls stop as for an outage: a wrong base URL, not a night of
+	// missing payments. 0 turns the rule off. Defaults to 20.
 	StopAfterNotFound int
 	// needsBody is true when a rule looks into the body of an answer.
 	needsBody bool
