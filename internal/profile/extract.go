@@ -94,9 +94,10 @@ func (p *Profile) Extract(o *Object, body []byte) (Extracted, error) {
 	}
 	rd := &o.Reading
 	rp := &rd.Record
+	a := answer{body: body}
 	out := Extracted{Kind: o.Kind}
 	var missing []string
-	id := gjson.GetBytes(body, rp.ID)
+	id := a.get(rp.ID)
 	switch id.Type {
 	case gjson.String:
 		out.ID = id.Str
@@ -106,7 +107,7 @@ func (p *Profile) Extract(o *Object, body []byte) (Extracted, error) {
 	if out.ID == "" {
 		missing = append(missing, rp.ID)
 	}
-	cur := gjson.GetBytes(body, rp.Currency)
+	cur := a.get(rp.Currency)
 	if cur.Type == gjson.String && cur.Str != "" {
 		out.Currency = cur.Str
 		if rp.UpperCurrency {
@@ -115,18 +116,18 @@ func (p *Profile) Extract(o *Object, body []byte) (Extracted, error) {
 	} else {
 		missing = append(missing, rp.Currency)
 	}
-	st := gjson.GetBytes(body, rp.Status)
+	st := a.get(rp.Status)
 	if st.Type == gjson.String && st.Str != "" {
 		out.ProviderStatus = st.Str
 	} else {
 		missing = append(missing, rp.Status)
 	}
 	amountPath, derived := rp.Amount, ""
-	if rule := rd.firstRule(body); rule != nil {
+	if rule := rd.firstRule(&a); rule != nil {
 		out.Rule, derived = rule.Key, rule.Status
 		amountPath = cmp.Or(rule.Amount, amountPath)
 	}
-	amount := gjson.GetBytes(body, amountPath)
+	amount := a.get(amountPath)
 	if !amount.Exists() || amount.Type == gjson.Null {
 		missing = append(missing, amountPath)
 	}

@@ -7,6 +7,8 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+
+	"github.com/tidwall/gjson"
 )
 
 // TestExtractKinds reads each provider's documented refunds, disputes,
@@ -166,35 +168,36 @@ func TestConditions(t *testing.T) {
 		c    Condition
 		want bool
 	}{
-		{Condition{"n", TestPresent, "true"}, true},
-		{Condition{"z", TestPresent, "true"}, false},
-		{Condition{"z", TestPresent, "false"}, true},
-		{Condition{"nope", TestPresent, "false"}, true},
-		{Condition{"f", TestPresent, "true"}, true},
-		{Condition{"s", TestEquals, `"CHARGEBACK"`}, true},
-		{Condition{"s", TestEquals, `"chargeback"`}, false},
-		{Condition{"t", TestEquals, "true"}, true},
-		{Condition{"f", TestEquals, "true"}, false},
-		{Condition{"big", TestEquals, "2000.00"}, true},
-		{Condition{"dec", TestEquals, "10.5"}, false}, // a string is not a number literal
-		{Condition{"big", TestEqualsPath, "a.x"}, true},
-		{Condition{"big", TestEqualsPath, "n"}, false},
-		{Condition{"z", TestEqualsPath, "z"}, false},
-		{Condition{"s", TestEqualsPath, "s"}, true},
-		{Condition{"n", TestAbove, "0"}, false},
-		{Condition{"big", TestAbove, "0"}, true},
-		{Condition{"dec", TestAbove, "10.49"}, true},
-		{Condition{"dec", TestAbove, "10.5"}, false},
-		{Condition{"e", TestAbove, "0"}, false}, // a string must be a plain decimal
-		{Condition{"s", TestAbove, "0"}, false},
-		{Condition{"nope", TestAbove, "-1"}, false},
+		{newCondition("n", TestPresent, "true"), true},
+		{newCondition("z", TestPresent, "true"), false},
+		{newCondition("z", TestPresent, "false"), true},
+		{newCondition("nope", TestPresent, "false"), true},
+		{newCondition("f", TestPresent, "true"), true},
+		{newCondition("s", TestEquals, `"CHARGEBACK"`), true},
+		{newCondition("s", TestEquals, `"chargeback"`), false},
+		{newCondition("t", TestEquals, "true"), true},
+		{newCondition("f", TestEquals, "true"), false},
+		{newCondition("big", TestEquals, "2000.00"), true},
+		{newCondition("dec", TestEquals, "10.5"), false}, // a string is not a number literal
+		{newCondition("big", TestEqualsPath, "a.x"), true},
+		{newCondition("big", TestEqualsPath, "n"), false},
+		{newCondition("z", TestEqualsPath, "z"), false},
+		{newCondition("s", TestEqualsPath, "s"), true},
+		{newCondition("n", TestAbove, "0"), false},
+		{newCondition("big", TestAbove, "0"), true},
+		{newCondition("dec", TestAbove, "10.49"), true},
+		{newCondition("dec", TestAbove, "10.5"), false},
+		{newCondition("e", TestAbove, "0"), false}, // a string must be a plain decimal
+		{newCondition("s", TestAbove, "0"), false},
+		{newCondition("nope", TestAbove, "-1"), false},
 	} {
-		if got := tc.c.holds(body); got != tc.want {
+		if got := tc.c.holds(&answer{body: body}); got != tc.want {
 			t.Errorf("%+v: %v, want %v", tc.c, got, tc.want)
 		}
 	}
 	// Huge exponents are refused rather than expanded.
-	if (&Condition{"x", TestAbove, "0"}).holds([]byte(`{"x":1e999999999}`)) {
+	huge := newCondition("x", TestAbove, "0")
+	if huge.holds(&answer{body: []byte(`{"x":1e999999999}`)}) {
 		t.Error("1e999999999 compared")
 	}
 }
@@ -296,4 +299,22 @@ func FuzzAccountMap(f *testing.F) {
 			}
 		}
 	})
+}
+
+// TestAnswerReadsAsGJSON: the reader that scans once per top-level key
+// reads every path as gjson does, cached or not, nested, in arrays, below
+// scalars and past its cache's size.
+func TestAnswerReadsAsGJSON(t *testing.T) {
+	t.Parallel()
+	body := []byte(`{"a":{"b":{"c":1},"d":[{"e":"x"},{"e":"y"}]},"s":"str","n":null,"arr":[1,{"k":2}],` +
+		`"t1":1,"t2":2,"t3":3,"t4":4,"t5":5,"t6":6,"t7":7,"t8":8,"t9":{"z":9},"e-x":{"$y":true}}`)
+	paths := []string{"a.b.c", "a.d.1.e", "a.d.0.e", "a.b", "s", "s.x", "n", "n.x", "arr.1.k", "arr.0", "arr.5", "nope", "nope.x",
+		"t1", "t2", "t3", "t4", "t5", "t6", "t7", "t8", "t9.z", "t9.z", "e-x.$y", "a.b.c"}
+	a := answer{body: body}
+	for _, p := range paths {
+		got, want := a.get(p), gjson.GetBytes(body, p)
+		if got.Raw != want.Raw || got.Exists() != want.Exists() {
+			t.Errorf("%s: %q (%v), gjson %q (%v)", p, got.Raw, got.Exists(), want.Raw, want.Exists())
+		}
+	}
 }

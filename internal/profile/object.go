@@ -158,6 +158,8 @@ type Condition struct {
 	// JSON literal for TestEquals, a path for TestEqualsPath, a decimal
 	// number for TestAbove.
 	Value string
+	// literal is Value parsed, for TestEquals and TestAbove.
+	literal literal
 }
 
 // KindOf returns the kind of object a row is: stated when the file states

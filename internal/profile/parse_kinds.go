@@ -162,7 +162,7 @@ func (d *parser) condition(n node, key string) (Condition, error) {
 			if n.kind != kindNumber {
 				return d.typeErr(n, k, kindNumber)
 			}
-			if _, ok := exactNumber(n.text); !ok {
+			if _, ok := parseNumber(n.text); !ok {
 				return d.errf(n, k, "%s: want a number of at most %d digits' magnitude", n.text, maxNumberExponent)
 			}
 			c.Value = n.text
@@ -182,7 +182,7 @@ func (d *parser) condition(n node, key string) (Condition, error) {
 		}
 		return c, &Error{File: d.file, Line: n.line, Key: key, Msg: msg}
 	}
-	return c, nil
+	return newCondition(c.Path, c.Test, c.Value), nil
 }
 
 // account decodes what {account} stands for.
