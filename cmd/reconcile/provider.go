@@ -12,6 +12,7 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/reconcile/reconcile/internal/circuit"
 	"github.com/reconcile/reconcile/internal/decision"
 	"github.com/reconcile/reconcile/internal/payments"
 	"github.com/reconcile/reconcile/internal/profile"
@@ -201,6 +202,13 @@ profile names (see reconcile provider profiles).`,
 	}
 	if d.Detail != "" {
 		fmt.Fprintf(w, "  detail: %s\n", d.Detail)
+	}
+	switch kind, _ := circuit.Classify(resp, callErr); kind {
+	case circuit.NotFound:
+		fmt.Fprintf(w, "  note: no rule of the profile recognises this as the provider's own not-found answer; when the first %d items of a run are all answered so, a consumer stops its calls (stop_after_not_found)\n",
+			p.StopAfterNotFound)
+	case circuit.WrongAccount:
+		fmt.Fprintln(w, "  note: the credentials are for another mode or account than the object; a consumer stops its calls at once")
 	}
 	return nil
 }
