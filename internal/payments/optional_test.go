@@ -44,17 +44,7 @@ func TestProviderField(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			ps, problems := readAll(t, tc.input, tc.file, tc.opts)
-			var got, msgs []string
-			for _, p := range ps {
-				got = append(got, p.Provider)
-			}
-			for _, p := range problems.Items {
-				msgs = append(msgs, p.Error())
-			}
-			if !slices.Equal(got, tc.want) || !slices.Equal(msgs, tc.problems) {
-				t.Errorf("providers %q, problems %q; want %q, %q", got, msgs, tc.want, tc.problems)
-			}
+			checkOptional(t, tc.input, tc.file, tc.opts, func(p Payment) string { return p.Provider }, tc.want, tc.problems)
 		})
 	}
 }
@@ -91,17 +81,24 @@ func TestKindField(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			ps, problems := readAll(t, tc.input, tc.file, Options{})
-			var got, msgs []string
-			for _, p := range ps {
-				got = append(got, p.Kind)
-			}
-			for _, p := range problems.Items {
-				msgs = append(msgs, p.Error())
-			}
-			if !slices.Equal(got, tc.want) || !slices.Equal(msgs, tc.problems) {
-				t.Errorf("kinds %q, problems %q; want %q, %q", got, msgs, tc.want, tc.problems)
-			}
+			checkOptional(t, tc.input, tc.file, Options{}, func(p Payment) string { return p.Kind }, tc.want, tc.problems)
 		})
+	}
+}
+
+// checkOptional reads input and compares an optional field of the valid
+// rows, and the problems, with what is wanted.
+func checkOptional(t *testing.T, input, file string, opts Options, field func(Payment) string, want, problems []string) {
+	t.Helper()
+	ps, got := readAll(t, input, file, opts)
+	var values, msgs []string
+	for _, p := range ps {
+		values = append(values, field(p))
+	}
+	for _, p := range got.Items {
+		msgs = append(msgs, p.Error())
+	}
+	if !slices.Equal(values, want) || !slices.Equal(msgs, problems) {
+		t.Errorf("values %q, problems %q; want %q, %q", values, msgs, want, problems)
 	}
 }
