@@ -100,7 +100,8 @@ type Config struct {
 	// Circuit configures each provider's circuit breaker: how many
 	// failures across distinct items open it and how probes back off. Zero
 	// fields take circuit's defaults (5 unreachable items, 10 items with a
-	// 5xx, probes from 1s doubling to 30s).
+	// 5xx, probes from 1s doubling to 30s), and NotFoundRun the provider
+	// profile's stop_after_not_found (20 unless the profile says).
 	Circuit circuit.Config
 	// WarnEvery is the least time between two warnings about an open
 	// circuit (the first comes at once). Defaults to
@@ -220,7 +221,11 @@ func NewWithProviders(pool *pgxpool.Pool, q *queue.Queue, providers []Provider, 
 			return nil, errors.New("consume: every provider needs a name when there are several")
 		}
 		seen[p.Name] = true
-		b, err := circuit.New(cfg.Circuit)
+		cc := cfg.Circuit
+		if cc.NotFoundRun == 0 && p.Client != nil {
+			cc.NotFoundRun = p.Client.Profile().StopAfterNotFound
+		}
+		b, err := circuit.New(cc)
 		if err != nil {
 			return nil, fmt.Errorf("consume: %w", err)
 		}

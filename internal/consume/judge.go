@@ -17,32 +17,44 @@ import (
 // probe: the attempt does not count against the item.
 const ReasonCircuitOpen = "circuit_open"
 
+// ReasonNotFoundHeld is the reason recorded for an item answered "not
+// found" in a shape that is not the provider's own among the first items of
+// a run not yet proven (see circuit.NotFound): it is asked again shortly,
+// without counting an attempt, rather than recorded as missing.
+const ReasonNotFoundHeld = "not_found_held"
+
 // judge completes o with the provider's answer to its call (resp, or the
 // call's error): it feeds l's limiter and circuit, asks decision what the
 // answer means, and sets the message's fate from the decision, or from the
 // circuit when the provider as a whole is down.
 func (c *Consumer) judge(ctx context.Context, l *lane, o outcome, resp provider.Response, callErr error) outcome {
-	c.observe(l, resp, callErr, o.at)
+	// An item whose account the account map lacks is not asked about.
+	called := provider.KindOf(callErr) != provider.KindUnmappedAccount
+	if called {
+		c.observe(l, resp, callErr, o.at)
+	}
 	dec := decision.Decide(c.cfg.Policy, decisionInput(o.job, resp, callErr, o.at), c.random)
 	if dec.Throttled || dec.Penalty > 0 {
 		if err := l.Limiter.Throttled(ctx, dec.Penalty, limiter.ThrottleKindOf(resp.Header)); err != nil {
 			o.logger.Warn("throttle not shared with other consumers", "err", err)
 		}
 	}
-	kind, cause := circuit.Classify(resp.Status, callErr)
+	kind, cause := circuit.Classify(resp, callErr)
 	if dec.Throttled || dec.Action == decision.Stop {
-		kind, cause = circuit.Answered, "" // the provider is up and said something
+		kind, cause = circuit.Busy, "" // the provider is up, and said nothing about the item
 	}
 	ended := c.cfg.Now()
 	verdict, st := l.record(ended, circuit.Event{Kind: kind, Item: o.job.d.TransactionID, Cause: cause, Probe: o.probe,
-		Retry: o.job.item.Attempts > 0})
+		Retry: o.job.item.Attempts > 0, Run: o.job.d.RunID.String(), RunItems: o.job.item.RunItems})
 	if verdict.Change != circuit.Unchanged {
 		c.persistCircuit(ctx, l, st, ended)
 	}
 
-	o.call = &answer{status: resp.Status, throttled: dec.CountsThrottle, differences: dec.Differences}
-	if resp.Status >= 200 && resp.Status < 300 && callErr == nil {
-		o.call.record = &ledger.Provider{AmountMinor: resp.Record.AmountMinor, Currency: resp.Record.Currency, Status: resp.Record.Status}
+	if called {
+		o.call = &answer{status: resp.Status, throttled: dec.CountsThrottle, differences: dec.Differences}
+		if resp.Status >= 200 && resp.Status < 300 && callErr == nil {
+			o.call.record = &ledger.Provider{AmountMinor: resp.Record.AmountMinor, Currency: resp.Record.Currency, Status: resp.Record.Status}
+		}
 	}
 	o.reason, o.detail, o.delay = dec.Reason, dec.Detail, dec.Delay
 	switch {
@@ -55,7 +67,16 @@ func (c *Consumer) judge(ctx context.Context, l *lane, o outcome, resp provider.
 		// probe, without using up one of the item's attempts.
 		o.fate, o.to = retryLater, ledger.RetryScheduled
 		o.reason, o.detail, o.delay = ReasonCircuitOpen, cause, max(st.NextProbe.Sub(o.at), 0)
+		if o.call != nil {
+			o.call.record = nil // an answer blamed on the outage says nothing of the item
+		}
 		c.stats.systemic.Add(1)
+	case verdict.Hold:
+		// A "not found" among the run's first answers, in a shape that is
+		// not the provider's own: asked again once the run's other first
+		// answers have proven it, or stopped it; nothing recorded yet.
+		o.fate, o.to = retryLater, ledger.RetryScheduled
+		o.reason, o.detail, o.delay = ReasonNotFoundHeld, cause, verdict.HoldFor
 	case dec.Action == decision.Ack:
 		o.fate, o.to = ack, dec.Outcome
 	case dec.Action == decision.Retry:

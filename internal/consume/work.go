@@ -72,7 +72,8 @@ func (c *Consumer) process(lc *lifecycle, l *lane, slots chan struct{}, o outcom
 	}
 	o.at = c.cfg.Now()
 	stopRenewal := c.renewLease(lc.callCtx, o.logger, j.d)
-	resp, err := l.Client.Get(lc.callCtx, j.d.TransactionID, j.d.IdempotencyKey)
+	resp, err := l.Client.Get(lc.callCtx, provider.Lookup{TransactionID: j.d.TransactionID, IdempotencyKey: j.d.IdempotencyKey,
+		Kind: j.item.Kind, AccountID: j.item.AccountID})
 	stopRenewal()
 	<-slots
 	if provider.KindOf(err) == provider.KindCanceled {
