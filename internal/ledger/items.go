@@ -40,6 +40,9 @@ type NewItem struct {
 	// Provider names the provider that answers for the item; empty: the
 	// default provider.
 	Provider string
+	// Kind is what the row is (payment, refund, dispute) as the source
+	// states it; empty: not stated.
+	Kind string
 }
 
 // InsertItems streams the items of a new run into the ledger with COPY,
@@ -52,7 +55,7 @@ func InsertItems(ctx context.Context, tx DB, runID uuid.UUID, next func() (NewIt
 	src := &itemSource{run: runID, next: next}
 	n, err := tx.CopyFrom(ctx, pgx.Identifier{"items"},
 		[]string{"run_id", "transaction_id", "account_id", "idempotency_key", "amount_minor", "currency",
-			"status", "occurred_at", "shard", "provider"}, src)
+			"status", "occurred_at", "shard", "provider", "kind"}, src)
 	if src.err != nil {
 		return 0, src.err
 	}
@@ -71,7 +74,7 @@ type itemSource struct {
 	run  uuid.UUID
 	next func() (NewItem, error)
 	cur  NewItem
-	row  [10]any
+	row  [11]any
 	err  error
 }
 
@@ -89,8 +92,8 @@ func (s *itemSource) Next() bool {
 
 func (s *itemSource) Values() ([]any, error) {
 	it := s.cur
-	s.row = [10]any{s.run, it.TransactionID, it.AccountID, it.IdempotencyKey,
-		it.AmountMinor, it.Currency, it.Status, it.OccurredAt, ShardOf(it.TransactionID), it.Provider}
+	s.row = [11]any{s.run, it.TransactionID, it.AccountID, it.IdempotencyKey,
+		it.AmountMinor, it.Currency, it.Status, it.OccurredAt, ShardOf(it.TransactionID), it.Provider, it.Kind}
 	return s.row[:], nil
 }
 
@@ -127,16 +130,23 @@ func InitCounters(ctx context.Context, tx DB, runID uuid.UUID) error {
 // Item is an item as the consumer needs it: the expected record and where
 // the item stands.
 type Item struct {
-	RunID          uuid.UUID
-	TransactionID  string
-	AccountID      string
-	AmountMinor    int64
-	Currency       string
-	Status         string
+	RunID         uuid.UUID
+	TransactionID string
+	AccountID     string
+	AmountMinor   int64
+	Currency      string
+	Status        string
+	// Kind is what the row is as its source states it (payment, refund,
+	// dispute); empty: not stated.
+	Kind           string
 	State          State
 	Attempts       int
 	Throttles      int
 	FirstAttemptAt time.Time // zero before the first call
+	// RunItems is the number of items of the item's run that its
+	// provider answers for (run_breakdown; the run's item count for a run
+	// without one).
+	RunItems int
 }
 
 // Key names one item.
@@ -154,10 +164,21 @@ func Items(ctx context.Context, db DB, keys []Key) (map[Key]Item, error) {
 		runs[i], ids[i] = k.RunID, k.TransactionID
 	}
 	rows, err := db.Query(ctx, `
-		SELECT i.run_id, i.transaction_id, i.account_id, i.amount_minor, i.currency, i.status, i.state,
-		       i.attempts, i.throttles, i.first_attempt_at
-		  FROM unnest($1::uuid[], $2::text[]) AS k(run_id, transaction_id)
-		  JOIN items i USING (run_id, transaction_id)`, runs, ids)
+		WITH i AS (
+		    SELECT i.run_id, i.transaction_id, i.account_id, i.amount_minor, i.currency, i.status, i.kind, i.state,
+		           i.attempts, i.throttles, i.first_attempt_at, i.provider
+		      FROM unnest($1::uuid[], $2::text[]) AS k(run_id, transaction_id)
+		      JOIN items i USING (run_id, transaction_id)),
+		n AS (
+		    SELECT b.run_id, b.provider, sum(b.item_count)::integer AS n
+		      FROM run_breakdown b
+		     WHERE (b.run_id, b.provider) IN (SELECT DISTINCT run_id, provider FROM i)
+		     GROUP BY b.run_id, b.provider)
+		SELECT i.run_id, i.transaction_id, i.account_id, i.amount_minor, i.currency, i.status, i.kind, i.state,
+		       i.attempts, i.throttles, i.first_attempt_at, coalesce(n.n, r.item_count)
+		  FROM i
+		  JOIN runs r USING (run_id)
+		  LEFT JOIN n USING (run_id, provider)`, runs, ids)
 	if err != nil {
 		return nil, fmt.Errorf("load %d items: %w", len(keys), err)
 	}
@@ -167,8 +188,8 @@ func Items(ctx context.Context, db DB, keys []Key) (map[Key]Item, error) {
 		var it Item
 		var state string
 		var first *time.Time
-		if err := rows.Scan(&it.RunID, &it.TransactionID, &it.AccountID, &it.AmountMinor, &it.Currency, &it.Status,
-			&state, &it.Attempts, &it.Throttles, &first); err != nil {
+		if err := rows.Scan(&it.RunID, &it.TransactionID, &it.AccountID, &it.AmountMinor, &it.Currency, &it.Status, &it.Kind,
+			&state, &it.Attempts, &it.Throttles, &first, &it.RunItems); err != nil {
 			return nil, fmt.Errorf("load items: %w", err)
 		}
 		it.State = State(state)
