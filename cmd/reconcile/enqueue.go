@@ -150,11 +150,17 @@ func printEnqueueSummary(ctx context.Context, w io.Writer, pool *pgxpool.Pool, p
 	if paces, err := loadPaces(ctx, pool, providers, res.RunID); err == nil {
 		eta = estimateConsumers(paces)
 	}
+	_, err := fmt.Fprintln(w, enqueuedLine(res, eta))
+	return err
+}
+
+// enqueuedLine is the line a new run's enqueue ends with: the run, its
+// items, how fast they were written and eta, the consumers' estimate.
+func enqueuedLine(res enqueue.Result, eta string) string {
 	rate := float64(res.Items) / res.Elapsed.Seconds()
-	_, err := fmt.Fprintf(w, "run %s (%s, generation %d): %s items enqueued in %s (%s rows/s); %s\n",
+	return fmt.Sprintf("run %s (%s, generation %d): %s items enqueued in %s (%s rows/s); %s",
 		res.RunID, res.ReconciliationID, res.Generation, human.Count(int64(res.Items)), human.Duration(res.Elapsed),
 		human.Number(rate), eta)
-	return err
 }
 
 // providerPace is one provider's part of a run: its items and the rate its
