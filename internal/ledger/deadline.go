@@ -57,3 +57,44 @@ func AnnounceMissedDeadline(ctx context.Context, tx DB, runID uuid.UUID, now tim
 	r.DurationSeconds = r.DeadlineAt.Sub(r.EnqueuedAt).Seconds()
 	return outbox.Add(ctx, tx, outbox.Event{Type: outbox.DeadlineMissed, Run: r, CreatedAt: now})
 }
+
+// RunClock is when a run was enqueued, is due and completed.
+type RunClock struct {
+	ReconciliationID string
+	EnqueuedAt       time.Time
+	// DeadlineAt is the run's deadline; zero when it has none.
+	DeadlineAt time.Time
+	// CompletedAt is when it last completed; zero while open.
+	CompletedAt time.Time
+}
+
+// RunClocks returns the times of the open runs and of those completed at
+// or after since, by reconciliation id (a scan of runs: one row per date
+// and generation).
+func RunClocks(ctx context.Context, db DB, since time.Time) ([]RunClock, error) {
+	rows, err := db.Query(ctx, `
+		SELECT reconciliation_id, created_at, deadline_at, completed_at
+		  FROM runs
+		 WHERE completed_at IS NULL OR completed_at >= $1
+		 ORDER BY reconciliation_id`, since)
+	if err != nil {
+		return nil, fmt.Errorf("read run times: %w", err)
+	}
+	var out []RunClock
+	var c RunClock
+	var deadline, completed *time.Time
+	if _, err := pgx.ForEachRow(rows, []any{&c.ReconciliationID, &c.EnqueuedAt, &deadline, &completed}, func() error {
+		c.DeadlineAt, c.CompletedAt = time.Time{}, time.Time{}
+		if deadline != nil {
+			c.DeadlineAt = *deadline
+		}
+		if completed != nil {
+			c.CompletedAt = *completed
+		}
+		out = append(out, c)
+		return nil
+	}); err != nil {
+		return nil, fmt.Errorf("read run times: %w", err)
+	}
+	return out, nil
+}
