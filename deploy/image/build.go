@@ -57,7 +57,8 @@ type Options struct {
 
 // Image is a built image.
 type Image struct {
-	v1.Image
+	// OCI is the image itself.
+	OCI v1.Image
 	// Digest is the manifest's digest: the same for the same commit.
 	Digest v1.Hash
 	// Version and Revision are what the binary says of itself (its
@@ -144,7 +145,7 @@ func Build(ctx context.Context, o Options) (*Image, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Image{Image: img, Digest: digest, Version: stamp.version, Revision: stamp.revision, Uncommitted: uncommitted}, nil
+	return &Image{OCI: img, Digest: digest, Version: stamp.version, Revision: stamp.revision, Uncommitted: uncommitted}, nil
 }
 
 // checkout clones the commit checked out at root into dir (sharing root's
@@ -369,7 +370,7 @@ func (img *Image) WriteTarball(file, tag string) error {
 	if err != nil {
 		return fmt.Errorf("--tag %q: %w", tag, err)
 	}
-	if err := tarball.WriteToFile(file, ref, img.Image); err != nil {
+	if err := tarball.WriteToFile(file, ref, img.OCI); err != nil {
 		return fmt.Errorf("write %s: %w", file, err)
 	}
 	return nil
@@ -384,7 +385,7 @@ func (img *Image) WriteLayout(dir string) error {
 			return fmt.Errorf("create %s: %w", dir, err)
 		}
 	}
-	if err := p.AppendImage(img.Image); err != nil {
+	if err := p.AppendImage(img.OCI); err != nil {
 		return fmt.Errorf("write %s: %w", dir, err)
 	}
 	return nil
