@@ -227,20 +227,26 @@ func (n *Notifier) Run(ctx context.Context) error {
 // Config.Parallel at once. It returns when every attempt it started is
 // settled.
 func (n *Notifier) Round(ctx context.Context) error {
+	_, err := n.round(ctx)
+	return err
+}
+
+// round is Round, also returning how many deliveries it attempted.
+func (n *Notifier) round(ctx context.Context) (int, error) {
 	if n.cfg.Deadline > 0 {
 		if err := n.keepDeadlines(ctx); err != nil {
-			return err
+			return 0, err
 		}
 	}
 	if len(n.dests) == 0 {
-		return nil
+		return 0, nil
 	}
 	if _, err := n.outbox.TakeUp(ctx, n.dests, n.cfg.Backlog); err != nil {
-		return err
+		return 0, err
 	}
 	due, err := n.outbox.Claim(ctx, n.destIDs, n.cfg.Parallel, n.cfg.Timeout+leaseMargin)
 	if err != nil {
-		return err
+		return 0, err
 	}
 	var wg sync.WaitGroup
 	errs := make([]error, len(due))
@@ -248,7 +254,7 @@ func (n *Notifier) Round(ctx context.Context) error {
 		wg.Go(func() { errs[i] = n.attempt(ctx, d) })
 	}
 	wg.Wait()
-	return errors.Join(errs...)
+	return len(due), errors.Join(errs...)
 }
 
 // keepDeadlines gives open runs their deadline and announces each open run
@@ -370,4 +376,19 @@ func unwrapURL(err error) string {
 		return ue.Op + ": " + ue.Err.Error()
 	}
 	return err.Error()
+}
+
+// Drain does rounds until one finds nothing due, or until within has
+// passed: a process about to exit (consume --until-done) first sends what
+// its last completions announced. A delivery waiting for a retry is left
+// to the next process with the webhook.
+func (n *Notifier) Drain(ctx context.Context, within time.Duration) error {
+	ctx, cancel := context.WithTimeout(ctx, within)
+	defer cancel()
+	for {
+		attempted, err := n.round(ctx)
+		if err != nil || attempted == 0 || ctx.Err() != nil {
+			return err
+		}
+	}
 }

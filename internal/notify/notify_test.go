@@ -73,7 +73,7 @@ func TestWebhookURLsAreRedacted(t *testing.T) {
 		"https://hooks.slack.com/services/T000/B000/XXXXSECRET": "https://hooks.slack.com/…",
 		"https://hooks.example.com/":                            "https://hooks.example.com",
 		"http://127.0.0.1:8080?token=abc":                       "http://127.0.0.1:8080/…",
-		"not a url":                                             "(a webhook URL)",
+		"not a url":                                             "(a URL not shown)",
 	} {
 		if got := notify.Redact(url); got != want {
 			t.Errorf("Redact(%q) = %q, want %q", url, got, want)
@@ -81,7 +81,7 @@ func TestWebhookURLsAreRedacted(t *testing.T) {
 	}
 	for _, tc := range []struct{ url, format, want string }{
 		{"ftp://hooks.example.com/SECRET", "standard", "webhook ftp://hooks.example.com/…: want an absolute http or https URL"},
-		{"/relative/SECRET", "standard", "webhook (a webhook URL): want an absolute http or https URL"},
+		{"/relative/SECRET", "standard", "webhook (a URL not shown): want an absolute http or https URL"},
 		{"https://user:SECRET@hooks.example.com/x", "standard", "credentials in the URL are not sent"},
 		{"https://user:pa55@hooks.example.com/x", "standard", "https://hooks.example.com/…: credentials"},
 		{"https://hooks.example.com/x", "teams", `format "teams": want standard or slack`},

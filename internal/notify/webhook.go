@@ -66,7 +66,7 @@ func (w Webhook) Destination() outbox.Destination { return w.dest }
 func Redact(rawURL string) string {
 	u, err := url.Parse(rawURL)
 	if err != nil || u.Host == "" || u.Scheme == "" {
-		return "(a webhook URL)"
+		return "(a URL not shown)"
 	}
 	out := u.Scheme + "://" + u.Host
 	if (u.Path != "" && u.Path != "/") || u.RawQuery != "" || u.User != nil {
