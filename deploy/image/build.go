@@ -13,7 +13,6 @@ import (
 	"os/exec"
 	"path"
 	"path/filepath"
-	"runtime"
 	"slices"
 	"strconv"
 	"strings"
@@ -284,7 +283,11 @@ func certificates() []byte {
 // binary ($GOROOT/lib/time/zoneinfo.zip), unpacked: the same data the
 // binary would embed with time/tzdata, pinned by the toolchain's version.
 func zoneinfo() ([]file, error) {
-	zr, err := zip.OpenReader(filepath.Join(goroot(), "lib", "time", "zoneinfo.zip"))
+	root, err := goroot()
+	if err != nil {
+		return nil, err
+	}
+	zr, err := zip.OpenReader(filepath.Join(root, "lib", "time", "zoneinfo.zip"))
 	if err != nil {
 		return nil, fmt.Errorf("open the toolchain's time-zone database: %w", err)
 	}
@@ -310,11 +313,12 @@ func zoneinfo() ([]file, error) {
 
 // goroot asks the go command, which knows the toolchain actually used
 // (GOTOOLCHAIN may switch it), for its root.
-func goroot() string {
-	if b, err := exec.Command("go", "env", "GOROOT").Output(); err == nil {
-		return strings.TrimSpace(string(b))
+func goroot() (string, error) {
+	b, err := exec.Command("go", "env", "GOROOT").Output()
+	if err != nil {
+		return "", fmt.Errorf("go env GOROOT: %w", err)
 	}
-	return runtime.GOROOT()
+	return strings.TrimSpace(string(b)), nil
 }
 
 // withParents adds the directories above every file, once each.

@@ -242,11 +242,7 @@ func TestKubectlRendersTheSame(t *testing.T) {
 	if err != nil {
 		t.Fatalf("kubectl kustomize: %v", err)
 	}
-	var docs [][]byte
-	for _, d := range bytes.Split(out, []byte("\n---\n")) {
-		docs = append(docs, d)
-	}
-	got := decode(t, docs).names
+	got := decode(t, bytes.Split(out, []byte("\n---\n"))).names
 	want := decode(t, render(t)).names
 	slices.Sort(got)
 	slices.Sort(want)
