@@ -21,12 +21,14 @@ type notifyFlags struct {
 	format     string
 	consoleURL string
 	deadline   time.Duration
+	timeout    time.Duration
 }
 
 func (f *notifyFlags) register(fs *flag.FlagSet) {
 	fs.Var(&f.urls, "notify", "POST an event to this webhook when a run completes (each completion round) or misses --deadline; repeatable (default $RECONCILE_NOTIFY_URL, URLs separated by spaces); signed with $RECONCILE_NOTIFY_SECRET")
 	fs.StringVar(&f.format, "notify-format", notify.Standard, "body of the --notify events: standard (Standard Webhooks JSON) or slack (text and blocks)")
 	fs.StringVar(&f.consoleURL, "console-url", "", "the console's base URL (https://reconcile.example.com): events link the run's page")
+	fs.DurationVar(&f.timeout, "notify-timeout", notify.DefaultTimeout, "how long one POST to a webhook may take; a crashed attempt is retried this long and 5s after it started")
 	fs.DurationVar(&f.deadline, "deadline", 0, "a run should be complete this long after its enqueue (e.g. 6h): it is given that deadline, shown in metrics and status, and announced once when missed; 0: none")
 }
 
@@ -53,6 +55,9 @@ func (f *notifyFlags) notifierConfig(e *env) (cfg notify.Config, ok bool, err er
 			return cfg, false, usageErrorf("--console-url %s: want an absolute http or https URL", notify.Redact(f.consoleURL))
 		}
 	}
+	if f.timeout <= 0 {
+		return cfg, false, usageErrorf("--notify-timeout %s: want a positive duration", f.timeout)
+	}
 	if f.deadline < 0 {
 		return cfg, false, usageErrorf("--deadline %s: want a positive duration", f.deadline)
 	}
@@ -63,7 +68,7 @@ func (f *notifyFlags) notifierConfig(e *env) (cfg notify.Config, ok bool, err er
 		}
 		cfg.Secret = key
 	}
-	cfg.ConsoleURL, cfg.Deadline = f.consoleURL, f.deadline
+	cfg.ConsoleURL, cfg.Deadline, cfg.Timeout = f.consoleURL, f.deadline, f.timeout
 	return cfg, len(cfg.Webhooks) > 0 || cfg.Deadline > 0, nil
 }
 
@@ -110,7 +115,7 @@ func startNotifier(ctx context.Context, e *env, logger *slog.Logger, f notifyFla
 		if drain && len(cfg.Webhooks) > 0 {
 			// The last completions' announcements leave before the process
 			// does, within a webhook timeout and its margin.
-			if err := n.Drain(context.WithoutCancel(ctx), 2*notify.DefaultTimeout); err != nil {
+			if err := n.Drain(context.WithoutCancel(ctx), 2*cfg.Timeout); err != nil {
 				logger.Warn("announcements not all delivered before exit; the next process with the webhook delivers them", "err", err)
 			}
 		}

@@ -68,9 +68,11 @@ const (
 	DefaultParallel = 4
 )
 
-// leaseMargin is added to the timeout to make an attempt's lease: the
-// attempt is settled well before another process may take it over.
-const leaseMargin = 30 * time.Second
+// leaseMargin is added to the timeout to make an attempt's lease: an
+// attempt is settled (one statement) well within it. Were it not, another
+// process would send the event again under the same id, which a receiver
+// drops; a longer margin would only delay the delivery after a crash.
+const leaseMargin = 5 * time.Second
 
 // excerptSize is the most of a webhook's answer kept with a failure.
 const excerptSize = 200

@@ -490,17 +490,17 @@ func TestACrashedAttemptIsClaimedAgainAfterItsLease(t *testing.T) {
 	if _, err := dead.TakeUp(context.Background(), []outbox.Destination{dest}, time.Hour); err != nil {
 		t.Fatal(err)
 	}
-	claimed, err := dead.Claim(context.Background(), []string{dest.ID}, 1, notify.DefaultTimeout+30*time.Second)
+	claimed, err := dead.Claim(context.Background(), []string{dest.ID}, 1, notify.DefaultTimeout+5*time.Second)
 	if err != nil || len(claimed) != 1 {
 		t.Fatalf("claim: %v %v", claimed, err)
 	}
 	n := b.notifier(t, notify.Config{Webhooks: []notify.Webhook{w}})
-	b.clock.Advance(30 * time.Second)
+	b.clock.Advance(14 * time.Second)
 	round(t, n)
 	if len(rcv.received()) != 0 {
 		t.Fatal("a delivery was taken over while its lease ran")
 	}
-	b.clock.Advance(11 * time.Second)
+	b.clock.Advance(2 * time.Second)
 	round(t, n)
 	got := rcv.received()
 	if len(got) != 1 || got[0].id != claimed[0].Event.ID.String() {
