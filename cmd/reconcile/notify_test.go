@@ -116,4 +116,15 @@ func TestConsumeUntilDoneAnnouncesBeforeItExits(t *testing.T) {
 	if strings.Contains(stderr.String(), "/hooks/night") || strings.Contains(stderr.String(), "MfKQ9r8G") {
 		t.Errorf("the logs name the webhook's path or the secret:\n%s", stderr)
 	}
+
+	// status shows the delivery, without the webhook's path.
+	stdout.Reset()
+	if err := run(ctx, []string{"status", "--date", "2026-10-24"}, e.getenv, e.stdin, e.stdout, e.stderr); err != nil {
+		t.Fatal(err)
+	}
+	want := "announced run.completed round 1 to " + hook.URL + "/…: delivered "
+	if !strings.Contains(stdout.String(), want) || !strings.Contains(stdout.String(), "(1 attempt)") ||
+		strings.Contains(stdout.String(), "/hooks/night") {
+		t.Errorf("status does not show the delivery %q:\n%s", want, stdout)
+	}
 }
