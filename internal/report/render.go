@@ -138,17 +138,15 @@ func (st Status) WriteText(w io.Writer) error {
 	return bw.Flush()
 }
 
-// writeAnnouncements writes a run's announcements, a line per delivery.
+// writeAnnouncements writes a line per delivery of a run's announcements;
+// one no webhook took up (no process runs with --notify) is left out, as it
+// is of every run where nobody asked for announcements.
 func writeAnnouncements(w io.Writer, as []Announcement) {
 	label := "announced"
 	for _, a := range as {
 		what := a.Type
 		if a.Round > 0 {
 			what += fmt.Sprintf(" round %d", a.Round)
-		}
-		if len(a.Deliveries) == 0 {
-			fmt.Fprintf(w, "  %-9s %s at %s: no process with a webhook (--notify) has taken it up\n", label, what, fmtTime(a.RecordedAt))
-			label = ""
 		}
 		for _, d := range a.Deliveries {
 			var state string
