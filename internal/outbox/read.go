@@ -9,6 +9,13 @@ import (
 	"github.com/jackc/pgx/v5"
 )
 
+// Querier runs read-only queries: a pool, a connection, a transaction (the
+// console's read-only one included).
+type Querier interface {
+	Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error)
+	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
+}
+
 // Announcement is an announcement of a run with its deliveries so far.
 type Announcement struct {
 	ID        uuid.UUID
@@ -41,7 +48,7 @@ type DeliveryState struct {
 
 // ForRuns returns the announcements of the runs with their deliveries,
 // oldest first (index notifications_run, then the deliveries' primary key).
-func ForRuns(ctx context.Context, db DB, runIDs []uuid.UUID) ([]Announcement, error) {
+func ForRuns(ctx context.Context, db Querier, runIDs []uuid.UUID) ([]Announcement, error) {
 	if len(runIDs) == 0 {
 		return nil, nil
 	}
@@ -97,7 +104,7 @@ type Stats struct {
 
 // ReadStats counts every delivery by state (a scan of a table of a few rows
 // a day per webhook).
-func ReadStats(ctx context.Context, db DB) (Stats, error) {
+func ReadStats(ctx context.Context, db Querier) (Stats, error) {
 	var s Stats
 	var oldest float64
 	err := db.QueryRow(ctx, `
@@ -114,7 +121,7 @@ func ReadStats(ctx context.Context, db DB) (Stats, error) {
 
 // Announced returns those of the runs that already have an announcement of
 // type typ (index notifications_run).
-func Announced(ctx context.Context, db DB, typ string, runIDs []uuid.UUID) (map[uuid.UUID]bool, error) {
+func Announced(ctx context.Context, db Querier, typ string, runIDs []uuid.UUID) (map[uuid.UUID]bool, error) {
 	out := map[uuid.UUID]bool{}
 	if len(runIDs) == 0 {
 		return out, nil
