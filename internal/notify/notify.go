@@ -74,6 +74,11 @@ const (
 // drops; a longer margin would only delay the delivery after a crash.
 const leaseMargin = 5 * time.Second
 
+// deadlineEvery is how often deadlines are kept: a missed deadline is
+// announced within seconds, and each process reads the open runs a few
+// times a minute, not every round.
+const deadlineEvery = 10 * time.Second
+
 // excerptSize is the most of a webhook's answer kept with a failure.
 const excerptSize = 200
 
@@ -164,7 +169,8 @@ func (c Config) validate() error {
 }
 
 // Notifier delivers announcements and keeps deadlines. Run it in a
-// goroutine of its own; it is safe for concurrent use.
+// goroutine of its own; call Run, Round or Drain from one goroutine at a
+// time.
 type Notifier struct {
 	cfg      Config
 	outbox   *outbox.Deliveries
@@ -173,6 +179,9 @@ type Notifier struct {
 	destIDs  []string
 	backoff  decision.Policy
 	failures *logthrottle.Logger
+	// deadlinesKept is when keepDeadlines last ran; only Run's goroutine
+	// (or a caller of Round) touches it.
+	deadlinesKept time.Time
 }
 
 // New returns a Notifier for cfg.
@@ -235,10 +244,11 @@ func (n *Notifier) Round(ctx context.Context) error {
 
 // round is Round, also returning how many deliveries it attempted.
 func (n *Notifier) round(ctx context.Context) (int, error) {
-	if n.cfg.Deadline > 0 {
+	if now := n.now(); n.cfg.Deadline > 0 && (n.deadlinesKept.IsZero() || now.Sub(n.deadlinesKept) >= deadlineEvery) {
 		if err := n.keepDeadlines(ctx); err != nil {
 			return 0, err
 		}
+		n.deadlinesKept = now
 	}
 	if len(n.dests) == 0 {
 		return 0, nil

@@ -537,4 +537,17 @@ func TestAMissedDeadlineIsAnnouncedOnce(t *testing.T) {
 	if !strings.Contains(b.logs.String(), "a run is still open at its deadline") {
 		t.Errorf("no warning logged:\n%s", b.logs)
 	}
+
+	// Deadlines are kept every 10 s, not every round.
+	openRun(t, b.pool, b.clock.Now().Add(-8*time.Hour))
+	b.clock.Advance(9 * time.Second)
+	round(t, n)
+	if got := len(rcv.received()); got != 1 {
+		t.Fatalf("%d announcements 9 s later, want still 1", got)
+	}
+	b.clock.Advance(time.Second)
+	round(t, n)
+	if got := len(rcv.received()); got != 2 {
+		t.Fatalf("%d announcements 10 s later, want the second run's too", got)
+	}
 }
