@@ -40,13 +40,14 @@ COMMENT ON COLUMN console_login_failures.locked_until IS 'Logins for this subjec
 -- The console's role: what `reconcile ui` needs and nothing more, so a
 -- console that is taken over cannot do what its pages and actions do not.
 -- It reads what the auditor reads (by membership, so it follows the
--- auditor's grants) and the queue's and limiters' rows its pages show (not
--- the circuits' or consumers', which no page shows); it writes its sessions and exactly what its actions write:
--- a redrive, a re-run, a cancel (the ledger's state changes, counters and
--- completions, the queue's messages) and a limit set. It never changes an
--- item's expected record, never rewrites or deletes a transition, never
--- deletes a ledger row or a message, and touches no consumer, circuit or
--- schedule row. `reconcile audit grant --console ROLE` grants it to a
+-- auditor's grants), the queue's and limiters' rows its pages show and the
+-- consumers' heartbeats its metrics serve (`reconcile ui --metrics-addr`);
+-- it writes its sessions and exactly what its actions write: a redrive, a
+-- re-run, a cancel (the ledger's state changes, counters and completions
+-- with their announcement, the queue's messages) and a limit set. It never
+-- changes an item's expected record, never rewrites or deletes a
+-- transition, never deletes a ledger row or a message, and writes no
+-- consumer, circuit or schedule row. `reconcile audit grant --console ROLE` grants it to a
 -- login role. Created the way 00004 creates the auditor's (see there).
 -- +goose StatementBegin
 DO $$
@@ -80,6 +81,8 @@ BEGIN
     -- queue's split of a run, the dead letters, the limiters and their
     -- history.
     GRANT SELECT ON goose_db_version, queue_messages, rate_limiters, rate_limiter_history TO reconcile_console;
+    -- Its metrics: the consumers' heartbeats.
+    GRANT SELECT ON consumers TO reconcile_console;
     -- Its sessions and failed logins.
     GRANT SELECT, INSERT, DELETE ON console_sessions TO reconcile_console;
     GRANT SELECT, INSERT, UPDATE, DELETE ON console_login_failures TO reconcile_console;
@@ -94,8 +97,13 @@ BEGIN
         ON items TO reconcile_console;
     GRANT INSERT ON transitions TO reconcile_console;
     GRANT UPDATE ON run_shards, account_progress, run_breakdown TO reconcile_console;
-    -- A cancel can complete a run; a redriven run completes again.
+    -- A cancel can complete a run; a redriven run completes again. The
+    -- completion's announcement is written with it (the table comes with
+    -- 00019, which grants the same when it runs after this one).
     GRANT INSERT ON run_completions, account_completions, completion_rounds TO reconcile_console;
+    IF to_regclass('notifications') IS NOT NULL THEN
+        GRANT INSERT ON notifications TO reconcile_console;
+    END IF;
     GRANT UPDATE (round) ON run_completions, account_completions TO reconcile_console;
     -- Redrive, re-run failed, cancel: messages back to the queue or out of it.
     GRANT UPDATE (attempt, state, visible_at, lease, deliveries, changed_at, reason, last_error)

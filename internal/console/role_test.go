@@ -15,6 +15,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/reconcile/reconcile/internal/audit"
+	"github.com/reconcile/reconcile/internal/metrics"
 	"github.com/reconcile/reconcile/internal/queue"
 	"github.com/reconcile/reconcile/migrations"
 )
@@ -51,9 +52,10 @@ func consolePool(t *testing.T, b *testBundle) *pgxpool.Pool {
 }
 
 // TestConsoleRoleActsWithinItsGrants runs the console as a role granted
-// only reconcile_console: every page, export and action works (so the
-// grants are enough), and what no page or action does is refused by the
-// database (so they are not more).
+// only reconcile_console: every page, export and action works, and so do
+// the metrics `reconcile ui --metrics-addr` serves (so the grants are
+// enough), and what none of them does is refused by the database (so they
+// are not more).
 func TestConsoleRoleActsWithinItsGrants(t *testing.T) {
 	t.Parallel()
 	b := setup(t, htpasswd(t))
@@ -99,6 +101,12 @@ func TestConsoleRoleActsWithinItsGrants(t *testing.T) {
 			t.Errorf("POST %s as reconcile_console: %d\n%s", a.target, w.Code, w.Body)
 		}
 	}
+	// The database's metrics, as `reconcile ui --metrics-addr` serves them:
+	// a read the role may not make is an invalid metric, which Gather
+	// returns.
+	if _, err := metrics.NewRegistry(metrics.Config{Queue: queue.New(pool, queue.Config{}), DB: pool}).Gather(); err != nil {
+		t.Errorf("the metrics of reconcile ui as reconcile_console: %v", err)
+	}
 	var generations, round int
 	if err := b.pool.QueryRow(ctx, `SELECT count(*), (SELECT round FROM run_completions WHERE run_id = $1)
 		FROM runs WHERE business_date = '2026-10-24'`, b.runID).Scan(&generations, &round); err != nil || generations != 3 || round != 2 {
@@ -122,8 +130,10 @@ func TestConsoleRoleActsWithinItsGrants(t *testing.T) {
 		`DELETE FROM rate_limiter_history`,
 		`UPDATE rate_limiter_history SET reason = 'x'`,
 		`DELETE FROM rate_limiters`,
-		`SELECT * FROM consumers`,
-		`SELECT * FROM provider_circuits`,
+		`DELETE FROM consumers`,
+		`UPDATE provider_circuits SET opened_at = now()`,
+		`DELETE FROM notifications`,
+		`SELECT * FROM notification_deliveries WHERE lease IS NOT NULL FOR UPDATE`,
 		`INSERT INTO schedule_ticks DEFAULT VALUES`,
 		`UPDATE console_sessions SET expires_at = now()`,
 		`DELETE FROM goose_db_version`,

@@ -12,6 +12,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/reconcile/reconcile/internal/human"
+	"github.com/reconcile/reconcile/internal/outbox"
 )
 
 // queueSplit is where a run's open messages are, each count capped.
@@ -59,6 +60,9 @@ type runData struct {
 	// two agree (Estimated when the chart is sampled).
 	Calls, Throttles int64
 	Estimated        bool
+	// Announcements are the run's announcements to webhooks with their
+	// deliveries (the morning message).
+	Announcements []outbox.Announcement
 }
 
 // runPage shows a run: progress and ETA, queue, chart, accounts, limiters
@@ -82,6 +86,9 @@ func (h *Handler) runPage(w http.ResponseWriter, r *http.Request, u User) error 
 			}
 		}
 		if d.Accounts, d.NextAccount, err = loadAccounts(r.Context(), rd, id, after, h.cfg.PageSize); err != nil {
+			return err
+		}
+		if d.Announcements, err = outbox.ForRuns(r.Context(), rd, []uuid.UUID{id}); err != nil {
 			return err
 		}
 		bs, err := loadBreakdowns(r.Context(), rd, []uuid.UUID{id})

@@ -182,6 +182,12 @@ type RunStatus struct {
 	CancelledAt  *time.Time `json:"cancelled_at,omitempty"`
 	CancelledBy  string     `json:"cancelled_by,omitempty"`
 	CancelReason string     `json:"cancel_reason,omitempty"`
+	// DeadlineAt is the run's deadline (consume or schedule --deadline);
+	// omitted when it has none.
+	DeadlineAt *time.Time `json:"deadline_at,omitempty"`
+	// Announcements are the run's announcements to webhooks, oldest
+	// first; omitted when it has none.
+	Announcements []Announcement `json:"announcements,omitempty"`
 }
 
 // SchedulerFailure is one failed scheduler tick.
@@ -247,6 +253,9 @@ func LoadStatus(ctx context.Context, pool *pgxpool.Pool, opts StatusOptions) (St
 		}
 	}
 	if err := st.addProviders(ctx, pool); err != nil {
+		return Status{}, err
+	}
+	if err := st.addAnnouncements(ctx, pool, opts.Now); err != nil {
 		return Status{}, err
 	}
 	if st.SchedulerFailures, err = loadFailures(ctx, pool, opts.Date, opts.Failures); err != nil {
