@@ -253,7 +253,7 @@ func TestFmtDifference(t *testing.T) {
 // deliveries, their state and last answer (escaped).
 func TestRunPageShowsAnnouncements(t *testing.T) {
 	t.Parallel()
-	b := setup(t, Auth{Local: true})
+	b := setup(t, htpasswd(t))
 	if _, err := b.pool.Exec(context.Background(), `
 		INSERT INTO notifications (event_id, run_id, type, round, payload, created_at)
 		VALUES ('6d1f0c2e-0000-4000-8000-000000000001', $1, 'run.completed', 1, '{}', now()),
@@ -267,7 +267,7 @@ func TestRunPageShowsAnnouncements(t *testing.T) {
 		        now() + interval '1 minute', 503, 'http 503: <b>busy</b>', now())`); err != nil {
 		t.Fatal(err)
 	}
-	w := b.do(t, "GET", "/runs/"+b.runID.String(), "", nil)
+	w := b.do(t, "GET", "/runs/"+b.runID.String(), b.login(t, "bob"), nil)
 	wantStatus(t, w, http.StatusOK, "run page")
 	body := w.Body.String()
 	for _, want := range []string{"<h2>Announcements</h2>", "run.completed round 1", "https://hooks.example.com/…", "(slack)",
