@@ -10,6 +10,7 @@ import (
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/reconcile/reconcile/internal/ledger"
 	"github.com/reconcile/reconcile/internal/pgtest"
@@ -33,41 +34,7 @@ func TestBreakdownBackfillMatchesTheLedger(t *testing.T) {
 		t.Fatalf("no backfill statement in 00012_run_breakdown.sql: %q", backfill)
 	}
 
-	runID := uuid.New()
-	at := time.Date(2026, 10, 25, 2, 0, 0, 0, time.UTC)
-	states := []ledger.State{ledger.Matched, ledger.Mismatched, ledger.Missing, ledger.DeadLettered, ledger.Matched, ledger.Cancelled}
-	err = pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
-		if _, err := tx.Exec(ctx, `
-			INSERT INTO runs (run_id, reconciliation_id, business_date, generation, trigger, triggered_by, source, source_sha256, time_zone, item_count)
-			VALUES ($1, 'nightly-2026-10-24', '2026-10-24', 1, 'manual', 'test', 'x.csv', '', 'UTC', 36)`, runID); err != nil {
-			return err
-		}
-		for i := range 36 {
-			id := fmt.Sprintf("tx%02d", i)
-			if _, err := tx.Exec(ctx, `
-				INSERT INTO items (run_id, transaction_id, account_id, idempotency_key, amount_minor, currency, status, occurred_at, shard, provider)
-				VALUES ($1, $2, 'acc', $3, $4, $5, 'succeeded', $6, $7, $8)`,
-				runID, id, "k:"+id, 100+i, []string{"EUR", "USD"}[i%2], at, ledger.ShardOf(id), []string{"", "stripe", "paypal"}[i%3]); err != nil {
-				return err
-			}
-		}
-		if err := ledger.InitCounters(ctx, tx, runID); err != nil {
-			return err
-		}
-		var cs []ledger.Change
-		for i := range 30 { // six stay queued
-			cs = append(cs, ledger.Change{RunID: runID, TransactionID: fmt.Sprintf("tx%02d", i), From: ledger.Queued,
-				To: states[i%len(states)], Called: true, Attempt: 1, Reason: "test", Actor: "test", At: at})
-		}
-		if _, err := ledger.RecordBatch(ctx, tx, cs); err != nil {
-			return err
-		}
-		_, err := ledger.Requeue(ctx, tx, runID, []string{"tx03"}, "redrive", "test", at)
-		return err
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
+	runID := recordedRun(t, pool)
 
 	const rows = `SELECT shard, provider, currency, item_count, mismatched, missing, dead_lettered, cancelled,
 	                     mismatched_minor, missing_minor, dead_lettered_minor FROM run_breakdown WHERE run_id = $1`
@@ -103,4 +70,48 @@ func TestBreakdownBackfillMatchesTheLedger(t *testing.T) {
 			t.Errorf("the ledger's row %s is not the backfill's", r)
 		}
 	}
+}
+
+// recordedRun records a run of 36 items of three providers (the default
+// one among them) and two currencies through the ledger: every outcome, six
+// items still queued, and a requeued dead letter.
+func recordedRun(t *testing.T, pool *pgxpool.Pool) uuid.UUID {
+	t.Helper()
+	ctx := context.Background()
+	runID := uuid.New()
+	at := time.Date(2026, 10, 25, 2, 0, 0, 0, time.UTC)
+	states := []ledger.State{ledger.Matched, ledger.Mismatched, ledger.Missing, ledger.DeadLettered, ledger.Matched, ledger.Cancelled}
+	err := pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
+		if _, err := tx.Exec(ctx, `
+			INSERT INTO runs (run_id, reconciliation_id, business_date, generation, trigger, triggered_by, source, source_sha256, time_zone, item_count)
+			VALUES ($1, 'nightly-2026-10-24', '2026-10-24', 1, 'manual', 'test', 'x.csv', '', 'UTC', 36)`, runID); err != nil {
+			return err
+		}
+		for i := range 36 {
+			id := fmt.Sprintf("tx%02d", i)
+			if _, err := tx.Exec(ctx, `
+				INSERT INTO items (run_id, transaction_id, account_id, idempotency_key, amount_minor, currency, status, occurred_at, shard, provider)
+				VALUES ($1, $2, 'acc', $3, $4, $5, 'succeeded', $6, $7, $8)`,
+				runID, id, "k:"+id, 100+i, []string{"EUR", "USD"}[i%2], at, ledger.ShardOf(id), []string{"", "stripe", "paypal"}[i%3]); err != nil {
+				return err
+			}
+		}
+		if err := ledger.InitCounters(ctx, tx, runID); err != nil {
+			return err
+		}
+		var cs []ledger.Change
+		for i := range 30 { // six stay queued
+			cs = append(cs, ledger.Change{RunID: runID, TransactionID: fmt.Sprintf("tx%02d", i), From: ledger.Queued,
+				To: states[i%len(states)], Called: true, Attempt: 1, Reason: "test", Actor: "test", At: at})
+		}
+		if _, err := ledger.RecordBatch(ctx, tx, cs); err != nil {
+			return err
+		}
+		_, err := ledger.Requeue(ctx, tx, runID, []string{"tx03"}, "redrive", "test", at)
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return runID
 }

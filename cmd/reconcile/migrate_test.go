@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"path/filepath"
 	"runtime/debug"
 	"strings"
 	"testing"
@@ -58,8 +59,12 @@ func TestCommandsCheckTheSchemaVersion(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), want) {
 		t.Errorf("migrate --status on an unmigrated database: %v", err)
 	}
-	if n := strings.Count(out.String(), " pending "); n != int(latest) {
-		t.Errorf("migrate --status lists %d pending migrations, want %d:\n%s", n, latest, out.String())
+	files, err := filepath.Glob("../../migrations/0*.sql")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := strings.Count(out.String(), " pending "); n != len(files) {
+		t.Errorf("migrate --status lists %d pending migrations, want %d:\n%s", n, len(files), out.String())
 	}
 	if err := run(ctx, []string{"migrate"}, e.getenv, e.stdin, e.stdout, e.stderr); err != nil {
 		t.Fatal(err)
@@ -68,7 +73,7 @@ func TestCommandsCheckTheSchemaVersion(t *testing.T) {
 	if err := run(ctx, []string{"migrate", "--status"}, e.getenv, e.stdin, e.stdout, e.stderr); err != nil {
 		t.Fatalf("migrate --status on a migrated database: %v\n%s", err, out.String())
 	}
-	if n := strings.Count(out.String(), " applied "); n != int(latest) || !strings.Contains(out.String(), "00001_ledger.sql") ||
+	if n := strings.Count(out.String(), " applied "); n != len(files) || !strings.Contains(out.String(), "00001_ledger.sql") ||
 		!strings.Contains(out.String(), fmt.Sprintf("schema is at version %d, the version this reconcile needs", latest)) {
 		t.Errorf("migrate --status on a migrated database:\n%s", out.String())
 	}

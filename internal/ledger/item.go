@@ -1,0 +1,408 @@
+package ledger
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+)
+
+// Item is one payment of a run as the ledger holds it: the expected record
+// from the source, where the item stands and what the provider answered. It
+// is the one item type of the project: the consumer decides on it, reports
+// and the console show it.
+type Item struct {
+	RunID          uuid.UUID
+	TransactionID  string
+	AccountID      string
+	IdempotencyKey string
+	// Provider names the provider that answers for the item; empty: the
+	// default provider.
+	Provider string
+	// AmountMinor, Currency, Status and OccurredAt are the expected record.
+	AmountMinor int64
+	Currency    string
+	Status      string
+	OccurredAt  time.Time
+	State       State
+	// Attempts counts the provider calls made, Throttles those answered
+	// 429.
+	Attempts  int
+	Throttles int
+	// Reported is the provider's record; nil until it answered one.
+	Reported *Provider
+	// Differences lists the differing fields of a mismatch; nil otherwise.
+	Differences []Difference
+	// LastHTTPStatus is the status of the latest call; 0 for none or a
+	// network error.
+	LastHTTPStatus int
+	// LastReason is the reason of the latest transition; empty before one.
+	LastReason string
+	// FirstAttemptAt is when the first call was made; zero before it.
+	FirstAttemptAt time.Time
+	// UpdatedAt is when the item last changed.
+	UpdatedAt time.Time
+	// TerminalAt is when the item reached its terminal state; zero while
+	// open.
+	TerminalAt time.Time
+}
+
+// Key names one item.
+type Key struct {
+	RunID         uuid.UUID
+	TransactionID string
+}
+
+// itemColumns are the columns of items i that scanItem reads.
+const itemColumns = `i.run_id, i.transaction_id, i.account_id, i.idempotency_key, i.provider, i.amount_minor, i.currency,
+	i.status, i.occurred_at, i.state, i.attempts, i.throttles, i.provider_amount_minor, i.provider_currency,
+	i.provider_status, i.differences::text, i.last_http_status, i.last_reason, i.first_attempt_at, i.updated_at,
+	i.terminal_at`
+
+// itemScan scans itemColumns, each into a pointer so that a row of NULLs
+// (no item, in an outer join) scans too, followed by extra columns.
+type itemScan struct {
+	runID                                          *uuid.UUID
+	id, account, key, provider, currency, status   *string
+	state, provCurrency, provStatus, diffs, reason *string
+	amount, provAmount                             *int64
+	attempts, throttles, httpStatus                *int
+	occurred, updated, first, terminal             *time.Time
+	extra                                          []any
+}
+
+func (s *itemScan) dest() []any {
+	return append([]any{&s.runID, &s.id, &s.account, &s.key, &s.provider, &s.amount, &s.currency, &s.status,
+		&s.occurred, &s.state, &s.attempts, &s.throttles, &s.provAmount, &s.provCurrency, &s.provStatus, &s.diffs,
+		&s.httpStatus, &s.reason, &s.first, &s.updated, &s.terminal}, s.extra...)
+}
+
+// item returns the scanned item; false for a row of NULLs.
+func (s *itemScan) item() (Item, bool) {
+	if s.runID == nil {
+		return Item{}, false
+	}
+	it := Item{RunID: *s.runID, TransactionID: *s.id, AccountID: *s.account, IdempotencyKey: *s.key,
+		Provider: *s.provider, AmountMinor: *s.amount, Currency: *s.currency, Status: *s.status,
+		OccurredAt: *s.occurred, State: State(*s.state), Attempts: *s.attempts, Throttles: *s.throttles,
+		UpdatedAt: *s.updated}
+	if s.provAmount != nil && s.provCurrency != nil && s.provStatus != nil {
+		it.Reported = &Provider{AmountMinor: *s.provAmount, Currency: *s.provCurrency, Status: *s.provStatus}
+	}
+	if s.diffs != nil {
+		// Anything but an array of differences is ignored, as the
+		// discrepancies view ignores it.
+		if err := json.Unmarshal([]byte(*s.diffs), &it.Differences); err != nil {
+			it.Differences = nil
+		}
+	}
+	if s.httpStatus != nil {
+		it.LastHTTPStatus = *s.httpStatus
+	}
+	if s.reason != nil {
+		it.LastReason = *s.reason
+	}
+	if s.first != nil {
+		it.FirstAttemptAt = *s.first
+	}
+	if s.terminal != nil {
+		it.TerminalAt = *s.terminal
+	}
+	return it, true
+}
+
+// collectItems reads rows of itemColumns into items.
+func collectItems(rows pgx.Rows) ([]Item, error) {
+	var s itemScan
+	var out []Item
+	_, err := pgx.ForEachRow(rows, s.dest(), func() error {
+		if it, ok := s.item(); ok {
+			out = append(out, it)
+		}
+		return nil
+	})
+	return out, err
+}
+
+// Items loads the given items in one query (the primary key, once per
+// key). Items that do not exist are absent from the result.
+func Items(ctx context.Context, db Querier, keys []Key) (map[Key]Item, error) {
+	runs := make([]uuid.UUID, len(keys))
+	ids := make([]string, len(keys))
+	for i, k := range keys {
+		runs[i], ids[i] = k.RunID, k.TransactionID
+	}
+	rows, err := db.Query(ctx, `
+		SELECT `+itemColumns+`
+		  FROM unnest($1::uuid[], $2::text[]) AS k(run_id, transaction_id)
+		  JOIN items i USING (run_id, transaction_id)`, runs, ids)
+	if err != nil {
+		return nil, fmt.Errorf("load %d items: %w", len(keys), err)
+	}
+	items, err := collectItems(rows)
+	if err != nil {
+		return nil, fmt.Errorf("load %d items: %w", len(keys), err)
+	}
+	out := make(map[Key]Item, len(items))
+	for _, it := range items {
+		out[Key{it.RunID, it.TransactionID}] = it
+	}
+	return out, nil
+}
+
+// FindItem returns one item of a run (the primary key), or ErrNotFound.
+func FindItem(ctx context.Context, db Querier, runID uuid.UUID, transactionID string) (Item, error) {
+	rows, err := db.Query(ctx, `SELECT `+itemColumns+` FROM items i WHERE i.run_id = $1 AND i.transaction_id = $2`,
+		runID, transactionID)
+	if err != nil {
+		return Item{}, fmt.Errorf("read item %q of run %s: %w", transactionID, runID, err)
+	}
+	items, err := collectItems(rows)
+	if err != nil {
+		return Item{}, fmt.Errorf("read item %q of run %s: %w", transactionID, runID, err)
+	}
+	if len(items) == 0 {
+		return Item{}, fmt.Errorf("read item %q of run %s: %w", transactionID, runID, ErrNotFound)
+	}
+	return items[0], nil
+}
+
+// ItemsOf returns the items of a run in the given states (every item when
+// none is given), in transaction id order. It reads the run's range of the
+// primary key (run_id, transaction_id), filtering on the state, so it costs
+// a read of the whole run: it is for reports, which list what a run found,
+// not for pages.
+func ItemsOf(ctx context.Context, db Querier, runID uuid.UUID, states ...State) ([]Item, error) {
+	rows, err := db.Query(ctx, `
+		SELECT `+itemColumns+` FROM items i
+		 WHERE i.run_id = $1 AND (cardinality($2::text[]) = 0 OR i.state = ANY ($2))
+		 ORDER BY i.transaction_id`, runID, stateNames(states))
+	if err != nil {
+		return nil, fmt.Errorf("read items of run %s: %w", runID, err)
+	}
+	items, err := collectItems(rows)
+	if err != nil {
+		return nil, fmt.Errorf("read items of run %s: %w", runID, err)
+	}
+	return items, nil
+}
+
+func stateNames(states []State) []string {
+	out := make([]string, len(states))
+	for i, s := range states {
+		out[i] = string(s)
+	}
+	return out
+}
+
+// ItemWindow selects items of one run for a page that reads a bounded
+// number of them: of the Window items after After, in transaction id order,
+// those that match every filter, at most Limit. A filter left at its zero
+// value matches every item.
+type ItemWindow struct {
+	RunID uuid.UUID
+	// After is the transaction id the window starts after; empty: the
+	// run's first item.
+	After string
+	// Window is how many items are read at most. Defaults to 0: every item
+	// after After.
+	Window int
+	// Limit caps the items returned. Defaults to 0: every match.
+	Limit int
+	// States are the states an item may be in; empty: any.
+	States []State
+	// Account is the account an item must belong to.
+	Account string
+	// MinAmount and MaxAmount bound the expected amount, minor units.
+	MinAmount, MaxAmount *int64
+	// Field is a field a mismatched item must differ on: amount_minor,
+	// currency or status.
+	Field string
+	// Provider is the provider an item must belong to ("" for the default
+	// provider); nil: any.
+	Provider *string
+}
+
+// WindowPage is what Window found.
+type WindowPage struct {
+	// Items are the matches, in transaction id order.
+	Items []Item
+	// Scanned is how many items the window read, and Last the transaction
+	// id of the last of them: the next page starts after it. A window that
+	// read Window items may have more after Last.
+	Scanned int64
+	Last    string
+}
+
+// Window reads a window of a run's items and returns those that match w's
+// filters. The window is one range of the primary key (run_id,
+// transaction_id) of at most w.Window rows, whatever the filters, so a page
+// costs the same on a run of millions.
+func Window(ctx context.Context, db Querier, w ItemWindow) (WindowPage, error) {
+	var window, limit *int
+	if w.Window > 0 {
+		window = &w.Window
+	}
+	if w.Limit > 0 {
+		limit = &w.Limit
+	}
+	var last *string
+	var n int64
+	s := itemScan{extra: []any{&last, &n}}
+	// One row per match, each with the window's edge; one row of NULLs and
+	// the edge when nothing matched.
+	rows, err := db.Query(ctx, `
+		WITH w AS MATERIALIZED (
+		    SELECT `+windowColumns+` FROM items
+		     WHERE run_id = @run_id AND transaction_id > @after
+		     ORDER BY transaction_id LIMIT @window),
+		edge AS (SELECT max(transaction_id) AS last, count(*) AS n FROM w)
+		SELECT `+itemColumns+`, edge.last, edge.n
+		  FROM edge LEFT JOIN LATERAL (
+		       SELECT * FROM w i
+		        WHERE (cardinality(@states::text[]) = 0 OR i.state = ANY (@states))
+		          AND (@account = '' OR i.account_id = @account)
+		          AND (@min::bigint IS NULL OR i.amount_minor >= @min)
+		          AND (@max::bigint IS NULL OR i.amount_minor <= @max)
+		          AND (@field = '' OR i.differences @> jsonb_build_array(jsonb_build_object('field', @field::text)))
+		          AND (@provider::text IS NULL OR i.provider = @provider)
+		        ORDER BY i.transaction_id LIMIT @limit) i ON true`,
+		pgx.StrictNamedArgs{"run_id": w.RunID, "after": w.After, "window": window, "limit": limit,
+			"states": stateNames(w.States), "account": w.Account, "min": w.MinAmount, "max": w.MaxAmount,
+			"field": w.Field, "provider": w.Provider})
+	if err != nil {
+		return WindowPage{}, fmt.Errorf("read a window of run %s: %w", w.RunID, err)
+	}
+	var page WindowPage
+	_, err = pgx.ForEachRow(rows, s.dest(), func() error {
+		page.Scanned = n
+		if last != nil {
+			page.Last = *last
+		}
+		if it, ok := s.item(); ok {
+			page.Items = append(page.Items, it)
+		}
+		return nil
+	})
+	if err != nil {
+		return WindowPage{}, fmt.Errorf("read a window of run %s: %w", w.RunID, err)
+	}
+	return page, nil
+}
+
+// windowColumns are the columns of items a window holds: those of
+// itemColumns, without the hash chain's.
+const windowColumns = `run_id, transaction_id, account_id, idempotency_key, provider, amount_minor, currency, status,
+	occurred_at, state, attempts, throttles, provider_amount_minor, provider_currency, provider_status, differences,
+	last_http_status, last_reason, first_attempt_at, updated_at, terminal_at`
+
+// DeadLetter is an item with the transition that ended it: for a
+// dead-lettered item, the dead-lettering one.
+type DeadLetter struct {
+	Item
+	// Reason, HTTPStatus and At are the ending transition's (HTTPStatus 0
+	// for none); Detail is its recorded error text or body excerpt, empty
+	// when it has none.
+	Reason     string
+	HTTPStatus int
+	Detail     string
+	At         time.Time
+}
+
+// DeadLetterFilter selects the items DeadLetters reads.
+type DeadLetterFilter struct {
+	// RunID is the run. Required.
+	RunID uuid.UUID
+	// TransactionIDs, when set, are the items to read, whatever their state
+	// (the queue's dead letters of a cancelled run are cancelled items), in
+	// this order; nil reads every dead-lettered item of the run, in
+	// transaction id order.
+	TransactionIDs []string
+	// Account, MinAmount and MaxAmount filter as in ItemWindow.
+	Account              string
+	MinAmount, MaxAmount *int64
+}
+
+// DeadLetters reads items with their last transition (the one at seq =
+// history_len, looked up by transitions_item (transaction_id, run_id, seq)).
+// Without f.TransactionIDs it reads the run's range of the primary key
+// (run_id, transaction_id), filtered on the state; with them, one key each.
+func DeadLetters(ctx context.Context, db Querier, f DeadLetterFilter) ([]DeadLetter, error) {
+	var reason, detail *string
+	var status *int
+	var at *time.Time
+	s := itemScan{extra: []any{&reason, &status, &detail, &at}}
+	args := pgx.StrictNamedArgs{"run_id": f.RunID, "account": f.Account, "min": f.MinAmount, "max": f.MaxAmount}
+	from, order := `items i`, `i.transaction_id`
+	where := `i.run_id = @run_id AND i.state = ` + DeadLettered.literal()
+	if f.TransactionIDs != nil {
+		from = `unnest(@ids::text[]) WITH ORDINALITY AS k(transaction_id, ord)
+		  JOIN items i ON i.run_id = @run_id AND i.transaction_id = k.transaction_id`
+		where, order = `true`, `k.ord`
+		args["ids"] = f.TransactionIDs
+	}
+	rows, err := db.Query(ctx, `
+		SELECT `+itemColumns+`, t.reason, t.http_status, coalesce(t.details ->> 'detail', t.details ->> 'error'), t.at
+		  FROM `+from+`
+		  LEFT JOIN transitions t ON t.run_id = i.run_id AND t.transaction_id = i.transaction_id AND t.seq = i.history_len
+		 WHERE `+where+`
+		   AND (@account = '' OR i.account_id = @account)
+		   AND (@min::bigint IS NULL OR i.amount_minor >= @min)
+		   AND (@max::bigint IS NULL OR i.amount_minor <= @max)
+		 ORDER BY `+order, args)
+	if err != nil {
+		return nil, fmt.Errorf("read dead letters of run %s: %w", f.RunID, err)
+	}
+	var out []DeadLetter
+	_, err = pgx.ForEachRow(rows, s.dest(), func() error {
+		it, _ := s.item()
+		dl := DeadLetter{Item: it}
+		if reason != nil {
+			dl.Reason = *reason
+		}
+		if status != nil {
+			dl.HTTPStatus = *status
+		}
+		if detail != nil {
+			dl.Detail = *detail
+		}
+		if at != nil {
+			dl.At = *at
+		}
+		out = append(out, dl)
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("read dead letters of run %s: %w", f.RunID, err)
+	}
+	return out, nil
+}
+
+// TransactionRun is a run that holds a transaction id, with the state of
+// its item.
+type TransactionRun struct {
+	RunID            uuid.UUID
+	ReconciliationID string
+	State            State
+}
+
+// RunsOfTransaction returns the runs holding transactionID but except,
+// newest business date and generation first, at most limit. It walks
+// items_transaction (transaction_id) and each run's primary key.
+func RunsOfTransaction(ctx context.Context, db Querier, transactionID string, except uuid.UUID, limit int) ([]TransactionRun, error) {
+	rows, err := db.Query(ctx, `
+		SELECT r.run_id, r.reconciliation_id, i.state FROM items i JOIN runs r USING (run_id)
+		 WHERE i.transaction_id = $1 AND i.run_id <> $2
+		 ORDER BY r.business_date DESC, r.generation DESC LIMIT $3`, transactionID, except, limit)
+	if err != nil {
+		return nil, fmt.Errorf("find the runs of transaction %q: %w", transactionID, err)
+	}
+	out, err := pgx.CollectRows(rows, pgx.RowToStructByPos[TransactionRun])
+	if err != nil {
+		return nil, fmt.Errorf("find the runs of transaction %q: %w", transactionID, err)
+	}
+	return out, nil
+}
