@@ -1,0 +1,149 @@
+package queue
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+)
+
+// Querier is what the read functions need: pgx.Tx, *pgx.Conn and
+// *pgxpool.Pool satisfy it, and so does a wrapper that counts a page's
+// queries. Pass a read-only transaction to read several things in one
+// snapshot.
+type Querier interface {
+	Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error)
+	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
+}
+
+// Split is where a run's ready messages are.
+type Split struct {
+	Available, InFlight, Delayed int64
+}
+
+// RunSplit counts the ready messages of a run by where they are, reading at
+// most limit+1 of them (a count past limit says "more than limit") along
+// queue_messages_ready, the partial index of ready messages.
+func (q *Queue) RunSplit(ctx context.Context, db Querier, runID uuid.UUID, limit int) (Split, error) {
+	var s Split
+	err := db.QueryRow(ctx, `
+		SELECT count(*) FILTER (WHERE visible_at <= `+statsNow+`),
+		       count(*) FILTER (WHERE visible_at > `+statsNow+` AND lease IS NOT NULL),
+		       count(*) FILTER (WHERE visible_at > `+statsNow+` AND lease IS NULL)
+		  FROM (SELECT visible_at, lease FROM queue_messages
+		         WHERE state = 'ready' AND run_id = $2 LIMIT $3) m`, q.now(), runID, limit+1).
+		Scan(&s.Available, &s.InFlight, &s.Delayed)
+	if err != nil {
+		return Split{}, fmt.Errorf("count queue of run %s: %w", runID, err)
+	}
+	return s, nil
+}
+
+// ReasonCount counts the dead letters of one reason.
+type ReasonCount struct {
+	Reason string
+	Count  int64
+}
+
+// DeadLetterReasons counts a run's dead letters by reason, most frequent
+// first, reading at most limit+1 of them along queue_messages_dead (run_id,
+// message_id).
+func (q *Queue) DeadLetterReasons(ctx context.Context, db Querier, runID uuid.UUID, limit int) ([]ReasonCount, error) {
+	rows, err := db.Query(ctx, `
+		SELECT coalesce(reason, ''), count(*)
+		  FROM (SELECT reason FROM queue_messages WHERE state = 'dead' AND run_id = $1 LIMIT $2) m
+		 GROUP BY 1 ORDER BY 2 DESC, 1`, runID, limit+1)
+	if err != nil {
+		return nil, fmt.Errorf("group dead letters of run %s: %w", runID, err)
+	}
+	out, err := pgx.CollectRows(rows, pgx.RowToStructByPos[ReasonCount])
+	if err != nil {
+		return nil, fmt.Errorf("group dead letters of run %s: %w", runID, err)
+	}
+	return out, nil
+}
+
+// DeadLetterPage selects a page of dead letters.
+type DeadLetterPage struct {
+	// RunID selects the dead letters of one run; the zero UUID: of every
+	// run.
+	RunID uuid.UUID
+	// After is the message id the page starts after.
+	After int64
+	// IDs, when not empty, selects these message ids.
+	IDs []int64
+	// Reason selects the dead letters of one reason; empty: any.
+	Reason string
+	// Provider selects the messages of one provider ("" for the default
+	// one); nil: any.
+	Provider *string
+	// Limit caps the page; 0: no cap.
+	Limit int
+}
+
+// ListDeadLetters returns the dead letters p selects, oldest message first,
+// along queue_messages_dead (run_id, message_id), the partial index of dead
+// letters.
+func (q *Queue) ListDeadLetters(ctx context.Context, db Querier, p DeadLetterPage) ([]DeadLetter, error) {
+	var limit *int
+	if p.Limit > 0 {
+		limit = &p.Limit
+	}
+	var ids []int64
+	if len(p.IDs) > 0 {
+		ids = p.IDs
+	}
+	var run *uuid.UUID
+	if p.RunID != uuid.Nil {
+		run = &p.RunID
+	}
+	rows, err := db.Query(ctx, `
+		SELECT message_id, coalesce(reason, ''), coalesce(last_error, ''), deliveries, enqueued_at, changed_at,
+		       (extract(epoch FROM coalesce(@now::timestamptz, now()) - changed_at) * 1000000)::bigint,
+		       run_id, reconciliation_id, transaction_id, idempotency_key, attempt, provider
+		  FROM queue_messages
+		 WHERE state = 'dead' AND (@run_id::uuid IS NULL OR run_id = @run_id) AND message_id > @after
+		   AND (@ids::bigint[] IS NULL OR message_id = ANY (@ids))
+		   AND (@reason = '' OR coalesce(reason, '') = @reason)
+		   AND (@provider::text IS NULL OR provider = @provider)
+		 ORDER BY message_id
+		 LIMIT @limit`, pgx.StrictNamedArgs{"now": q.now(), "run_id": run, "after": p.After, "ids": ids,
+		"reason": p.Reason, "provider": p.Provider, "limit": limit})
+	if err != nil {
+		return nil, fmt.Errorf("list dead letters of run %s: %w", p.RunID, err)
+	}
+	dls, err := pgx.CollectRows(rows, scanDeadLetter)
+	if err != nil {
+		return nil, fmt.Errorf("list dead letters of run %s: %w", p.RunID, err)
+	}
+	return dls, nil
+}
+
+// scanDeadLetter scans a dead letter's columns, provider last.
+func scanDeadLetter(row pgx.CollectableRow) (DeadLetter, error) {
+	var d DeadLetter
+	var ageMicros int64
+	err := row.Scan(&d.ID, &d.Reason, &d.LastError, &d.Deliveries, &d.EnqueuedAt, &d.DeadAt, &ageMicros,
+		&d.RunID, &d.ReconciliationID, &d.TransactionID, &d.IdempotencyKey, &d.Attempt, &d.Provider)
+	d.Age = time.Duration(ageMicros) * time.Microsecond
+	return d, err
+}
+
+// DeadLetterOf returns the id of the dead letter of one item, false when
+// its message is not dead-lettered: queue_messages_dead's range of the run,
+// filtered on the transaction id.
+func (q *Queue) DeadLetterOf(ctx context.Context, db Querier, runID uuid.UUID, transactionID string) (int64, bool, error) {
+	var id int64
+	err := db.QueryRow(ctx, `SELECT message_id FROM queue_messages
+		WHERE state = 'dead' AND run_id = $1 AND transaction_id = $2`, runID, transactionID).Scan(&id)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return 0, false, nil
+	}
+	if err != nil {
+		return 0, false, fmt.Errorf("read the message of %q: %w", transactionID, err)
+	}
+	return id, true, nil
+}
