@@ -62,33 +62,32 @@ const itemColumns = `i.run_id, i.transaction_id, i.account_id, i.idempotency_key
 	i.provider_status, i.differences::text, i.last_http_status, i.last_reason, i.first_attempt_at, i.updated_at,
 	i.terminal_at`
 
-// itemScan scans itemColumns, each into a pointer so that a row of NULLs
-// (no item, in an outer join) scans too, followed by extra columns.
+// itemScan scans itemColumns, followed by extra columns: the NOT NULL ones
+// straight into an Item, the others into pointers that item applies.
 type itemScan struct {
-	runID                                          *uuid.UUID
-	id, account, key, provider, currency, status   *string
-	state, provCurrency, provStatus, diffs, reason *string
-	amount, provAmount                             *int64
-	attempts, throttles, httpStatus                *int
-	occurred, updated, first, terminal             *time.Time
-	extra                                          []any
+	it                                      Item
+	state                                   string
+	provAmount                              *int64
+	provCurrency, provStatus, diffs, reason *string
+	httpStatus                              *int
+	first, terminal                         *time.Time
+	extra                                   []any
 }
 
 func (s *itemScan) dest() []any {
-	return append([]any{&s.runID, &s.id, &s.account, &s.key, &s.provider, &s.amount, &s.currency, &s.status,
-		&s.occurred, &s.state, &s.attempts, &s.throttles, &s.provAmount, &s.provCurrency, &s.provStatus, &s.diffs,
-		&s.httpStatus, &s.reason, &s.first, &s.updated, &s.terminal}, s.extra...)
+	it := &s.it
+	return append([]any{&it.RunID, &it.TransactionID, &it.AccountID, &it.IdempotencyKey, &it.Provider,
+		&it.AmountMinor, &it.Currency, &it.Status, &it.OccurredAt, &s.state, &it.Attempts, &it.Throttles,
+		&s.provAmount, &s.provCurrency, &s.provStatus, &s.diffs, &s.httpStatus, &s.reason, &s.first,
+		&it.UpdatedAt, &s.terminal}, s.extra...)
 }
 
-// item returns the scanned item; false for a row of NULLs.
-func (s *itemScan) item() (Item, bool) {
-	if s.runID == nil {
-		return Item{}, false
-	}
-	it := Item{RunID: *s.runID, TransactionID: *s.id, AccountID: *s.account, IdempotencyKey: *s.key,
-		Provider: *s.provider, AmountMinor: *s.amount, Currency: *s.currency, Status: *s.status,
-		OccurredAt: *s.occurred, State: State(*s.state), Attempts: *s.attempts, Throttles: *s.throttles,
-		UpdatedAt: *s.updated}
+// item returns the scanned item.
+func (s *itemScan) item() Item {
+	it := s.it
+	it.State = State(s.state)
+	it.Reported, it.Differences, it.LastHTTPStatus, it.LastReason = nil, nil, 0, ""
+	it.FirstAttemptAt, it.TerminalAt = time.Time{}, time.Time{}
 	if s.provAmount != nil && s.provCurrency != nil && s.provStatus != nil {
 		it.Reported = &Provider{AmountMinor: *s.provAmount, Currency: *s.provCurrency, Status: *s.provStatus}
 	}
@@ -111,7 +110,7 @@ func (s *itemScan) item() (Item, bool) {
 	if s.terminal != nil {
 		it.TerminalAt = *s.terminal
 	}
-	return it, true
+	return it
 }
 
 // collectItems reads rows of itemColumns into items.
@@ -119,9 +118,7 @@ func collectItems(rows pgx.Rows) ([]Item, error) {
 	var s itemScan
 	var out []Item
 	_, err := pgx.ForEachRow(rows, s.dest(), func() error {
-		if it, ok := s.item(); ok {
-			out = append(out, it)
-		}
+		out = append(out, s.item())
 		return nil
 	})
 	return out, err
@@ -249,27 +246,30 @@ func Window(ctx context.Context, db Querier, w ItemWindow) (WindowPage, error) {
 	if w.Limit > 0 {
 		limit = &w.Limit
 	}
-	var last *string
+	var edge bool
 	var n int64
-	s := itemScan{extra: []any{&last, &n}}
-	// One row per match, each with the window's edge; one row of NULLs and
-	// the edge when nothing matched.
+	s := itemScan{extra: []any{&edge, &n}}
+	// The matches, then one row more (edge) with the window's last item
+	// and its size; none for an empty window.
 	rows, err := db.Query(ctx, `
 		WITH w AS MATERIALIZED (
 		    SELECT `+windowColumns+` FROM items
 		     WHERE run_id = @run_id AND transaction_id > @after
-		     ORDER BY transaction_id LIMIT @window),
-		edge AS (SELECT max(transaction_id) AS last, count(*) AS n FROM w)
-		SELECT `+itemColumns+`, edge.last, edge.n
-		  FROM edge LEFT JOIN LATERAL (
-		       SELECT * FROM w i
-		        WHERE (cardinality(@states::text[]) = 0 OR i.state = ANY (@states))
-		          AND (@account = '' OR i.account_id = @account)
-		          AND (@min::bigint IS NULL OR i.amount_minor >= @min)
-		          AND (@max::bigint IS NULL OR i.amount_minor <= @max)
-		          AND (@field = '' OR i.differences @> jsonb_build_array(jsonb_build_object('field', @field::text)))
-		          AND (@provider::text IS NULL OR i.provider = @provider)
-		        ORDER BY i.transaction_id LIMIT @limit) i ON true`,
+		     ORDER BY transaction_id LIMIT @window)
+		SELECT * FROM (
+		    SELECT `+itemColumns+`, false AS edge, 0::bigint AS n
+		      FROM (SELECT * FROM w i
+		             WHERE (cardinality(@states::text[]) = 0 OR i.state = ANY (@states))
+		               AND (@account = '' OR i.account_id = @account)
+		               AND (@min::bigint IS NULL OR i.amount_minor >= @min)
+		               AND (@max::bigint IS NULL OR i.amount_minor <= @max)
+		               AND (@field = '' OR i.differences @> jsonb_build_array(jsonb_build_object('field', @field::text)))
+		               AND (@provider::text IS NULL OR i.provider = @provider)
+		             ORDER BY i.transaction_id LIMIT @limit) i
+		    UNION ALL
+		    SELECT `+itemColumns+`, true, (SELECT count(*) FROM w)
+		      FROM (SELECT * FROM w ORDER BY transaction_id DESC LIMIT 1) i) u
+		 ORDER BY u.edge, u.transaction_id`,
 		pgx.StrictNamedArgs{"run_id": w.RunID, "after": w.After, "window": window, "limit": limit,
 			"states": stateNames(w.States), "account": w.Account, "min": w.MinAmount, "max": w.MaxAmount,
 			"field": w.Field, "provider": w.Provider})
@@ -278,13 +278,11 @@ func Window(ctx context.Context, db Querier, w ItemWindow) (WindowPage, error) {
 	}
 	var page WindowPage
 	_, err = pgx.ForEachRow(rows, s.dest(), func() error {
-		page.Scanned = n
-		if last != nil {
-			page.Last = *last
+		if edge {
+			page.Scanned, page.Last = n, s.it.TransactionID
+			return nil
 		}
-		if it, ok := s.item(); ok {
-			page.Items = append(page.Items, it)
-		}
+		page.Items = append(page.Items, s.item())
 		return nil
 	})
 	if err != nil {
@@ -358,8 +356,7 @@ func DeadLetters(ctx context.Context, db Querier, f DeadLetterFilter) ([]DeadLet
 	}
 	var out []DeadLetter
 	_, err = pgx.ForEachRow(rows, s.dest(), func() error {
-		it, _ := s.item()
-		dl := DeadLetter{Item: it}
+		dl := DeadLetter{Item: s.item()}
 		if reason != nil {
 			dl.Reason = *reason
 		}
