@@ -38,22 +38,7 @@ func TestBreakdownBackfillMatchesTheLedger(t *testing.T) {
 
 	const rows = `SELECT shard, provider, currency, item_count, mismatched, missing, dead_lettered, cancelled,
 	                     mismatched_minor, missing_minor, dead_lettered_minor FROM run_breakdown WHERE run_id = $1`
-	read := func() map[string]bool {
-		t.Helper()
-		rs, err := pool.Query(ctx, `SELECT r::text FROM (`+rows+`) r`, runID)
-		if err != nil {
-			t.Fatal(err)
-		}
-		texts, err := pgx.CollectRows(rs, pgx.RowTo[string])
-		if err != nil {
-			t.Fatal(err)
-		}
-		out := map[string]bool{}
-		for _, s := range texts {
-			out[s] = true
-		}
-		return out
-	}
+	read := func() map[string]bool { return rowSet(t, pool, rows, runID) }
 	kept := read()
 	if _, err := pool.Exec(ctx, `DELETE FROM run_breakdown WHERE run_id = $1`, runID); err != nil {
 		t.Fatal(err)
@@ -70,6 +55,24 @@ func TestBreakdownBackfillMatchesTheLedger(t *testing.T) {
 			t.Errorf("the ledger's row %s is not the backfill's", r)
 		}
 	}
+}
+
+// rowSet returns the rows of query as text, as a set.
+func rowSet(t *testing.T, pool *pgxpool.Pool, query string, args ...any) map[string]bool {
+	t.Helper()
+	rs, err := pool.Query(context.Background(), `SELECT r::text FROM (`+query+`) r`, args...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	texts, err := pgx.CollectRows(rs, pgx.RowTo[string])
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := map[string]bool{}
+	for _, s := range texts {
+		out[s] = true
+	}
+	return out
 }
 
 // recordedRun records a run of 36 items of three providers (the default

@@ -33,22 +33,7 @@ func TestShardsByProviderBackfillMatchesTheLedger(t *testing.T) {
 	runID := recordedRun(t, pool)
 	const rows = `SELECT shard, provider, remaining, matched, mismatched, missing, dead_lettered, cancelled,
 	                     provider_calls, throttles FROM run_shards WHERE run_id = $1`
-	read := func() map[string]bool {
-		t.Helper()
-		rs, err := pool.Query(ctx, `SELECT r::text FROM (`+rows+`) r`, runID)
-		if err != nil {
-			t.Fatal(err)
-		}
-		texts, err := pgx.CollectRows(rs, pgx.RowTo[string])
-		if err != nil {
-			t.Fatal(err)
-		}
-		out := map[string]bool{}
-		for _, s := range texts {
-			out[s] = true
-		}
-		return out
-	}
+	read := func() map[string]bool { return rowSet(t, pool, rows, runID) }
 	kept := read()
 	err = pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
 		// The rows as a ledger before 00015 kept them: one per shard.
