@@ -115,15 +115,7 @@ func (s redriveSelection) hidden() url.Values {
 
 // selectDeadLetters returns the ids of the run's dead letters s selects.
 func (h *Handler) selectDeadLetters(ctx context.Context, db queue.Querier, runID uuid.UUID, s redriveSelection) ([]int64, error) {
-	dls, err := h.cfg.Queue.ListDeadLetters(ctx, db, queue.DeadLetterPage{RunID: runID, IDs: s.IDs, Reason: s.Reason})
-	if err != nil {
-		return nil, fmt.Errorf("select dead letters of run %s: %w", runID, err)
-	}
-	ids := make([]int64, len(dls))
-	for i, d := range dls {
-		ids[i] = d.ID
-	}
-	return ids, nil
+	return h.cfg.Queue.DeadLetterIDs(ctx, db, runID, s.IDs, s.Reason)
 }
 
 func (h *Handler) redrivePreview(w http.ResponseWriter, r *http.Request, u User) error {

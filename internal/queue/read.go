@@ -122,6 +122,30 @@ func (q *Queue) ListDeadLetters(ctx context.Context, db Querier, p DeadLetterPag
 	return dls, nil
 }
 
+// DeadLetterIDs returns the ids of a run's dead letters, of the given ids
+// (all when empty) and reason (any when empty), in message id order, along
+// queue_messages_dead (run_id, message_id): what an operator's redrive of a
+// selection acts on.
+func (q *Queue) DeadLetterIDs(ctx context.Context, db Querier, runID uuid.UUID, ids []int64, reason string) ([]int64, error) {
+	if len(ids) == 0 {
+		ids = nil
+	}
+	rows, err := db.Query(ctx, `
+		SELECT message_id FROM queue_messages
+		 WHERE state = 'dead' AND run_id = $1
+		   AND ($2::bigint[] IS NULL OR message_id = ANY ($2))
+		   AND ($3 = '' OR coalesce(reason, '') = $3)
+		 ORDER BY message_id`, runID, ids, reason)
+	if err != nil {
+		return nil, fmt.Errorf("select dead letters of run %s: %w", runID, err)
+	}
+	out, err := pgx.CollectRows(rows, pgx.RowTo[int64])
+	if err != nil {
+		return nil, fmt.Errorf("select dead letters of run %s: %w", runID, err)
+	}
+	return out, nil
+}
+
 // scanDeadLetter scans a dead letter's columns, provider last.
 func scanDeadLetter(row pgx.CollectableRow) (DeadLetter, error) {
 	var d DeadLetter
