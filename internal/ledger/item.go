@@ -237,7 +237,9 @@ type WindowPage struct {
 // Window reads a window of a run's items and returns those that match w's
 // filters. The window is one range of the primary key (run_id,
 // transaction_id) of at most w.Window rows, whatever the filters, so a page
-// costs the same on a run of millions.
+// costs the same on a run of millions; it holds only the columns the
+// filters test, and the matches and the window's last item are then read
+// whole by key.
 func Window(ctx context.Context, db Querier, w ItemWindow) (WindowPage, error) {
 	var window, limit *int
 	if w.Window > 0 {
@@ -249,27 +251,30 @@ func Window(ctx context.Context, db Querier, w ItemWindow) (WindowPage, error) {
 	var edge bool
 	var n int64
 	s := itemScan{extra: []any{&edge, &n}}
-	// The matches, then one row more (edge) with the window's last item
-	// and its size; none for an empty window.
+	// The matches in order (the last column their place), then one row
+	// more (edge) with the window's last item and its size; none for an
+	// empty window.
 	rows, err := db.Query(ctx, `
 		WITH w AS MATERIALIZED (
-		    SELECT `+windowColumns+` FROM items
+		    SELECT transaction_id, account_id, provider, amount_minor, state, differences FROM items
 		     WHERE run_id = @run_id AND transaction_id > @after
-		     ORDER BY transaction_id LIMIT @window)
-		SELECT * FROM (
-		    SELECT `+itemColumns+`, false AS edge, 0::bigint AS n
-		      FROM (SELECT * FROM w i
-		             WHERE (cardinality(@states::text[]) = 0 OR i.state = ANY (@states))
-		               AND (@account = '' OR i.account_id = @account)
-		               AND (@min::bigint IS NULL OR i.amount_minor >= @min)
-		               AND (@max::bigint IS NULL OR i.amount_minor <= @max)
-		               AND (@field = '' OR i.differences @> jsonb_build_array(jsonb_build_object('field', @field::text)))
-		               AND (@provider::text IS NULL OR i.provider = @provider)
-		             ORDER BY i.transaction_id LIMIT @limit) i
-		    UNION ALL
-		    SELECT `+itemColumns+`, true, (SELECT count(*) FROM w)
-		      FROM (SELECT * FROM w ORDER BY transaction_id DESC LIMIT 1) i) u
-		 ORDER BY u.edge, u.transaction_id`,
+		     ORDER BY transaction_id LIMIT @window),
+		edge AS (SELECT max(transaction_id) AS last, count(*) AS n FROM w),
+		hits AS (
+		    SELECT transaction_id, row_number() OVER (ORDER BY transaction_id) AS ord FROM w
+		     WHERE (cardinality(@states::text[]) = 0 OR state = ANY (@states))
+		       AND (@account = '' OR account_id = @account)
+		       AND (@min::bigint IS NULL OR amount_minor >= @min)
+		       AND (@max::bigint IS NULL OR amount_minor <= @max)
+		       AND (@field = '' OR differences @> jsonb_build_array(jsonb_build_object('field', @field::text)))
+		       AND (@provider::text IS NULL OR provider = @provider)
+		     ORDER BY transaction_id LIMIT @limit)
+		SELECT `+itemColumns+`, false, hits.ord
+		  FROM hits JOIN items i ON i.run_id = @run_id AND i.transaction_id = hits.transaction_id
+		UNION ALL
+		SELECT `+itemColumns+`, true, edge.n
+		  FROM edge JOIN items i ON i.run_id = @run_id AND i.transaction_id = edge.last
+		 ORDER BY 22, 23`,
 		pgx.StrictNamedArgs{"run_id": w.RunID, "after": w.After, "window": window, "limit": limit,
 			"states": stateNames(w.States), "account": w.Account, "min": w.MinAmount, "max": w.MaxAmount,
 			"field": w.Field, "provider": w.Provider})
@@ -290,12 +295,6 @@ func Window(ctx context.Context, db Querier, w ItemWindow) (WindowPage, error) {
 	}
 	return page, nil
 }
-
-// windowColumns are the columns of items a window holds: those of
-// itemColumns, without the hash chain's.
-const windowColumns = `run_id, transaction_id, account_id, idempotency_key, provider, amount_minor, currency, status,
-	occurred_at, state, attempts, throttles, provider_amount_minor, provider_currency, provider_status, differences,
-	last_http_status, last_reason, first_attempt_at, updated_at, terminal_at`
 
 // DeadLetter is an item with the transition that ended it: for a
 // dead-lettered item, the dead-lettering one.

@@ -74,7 +74,12 @@ func Traffic(ctx context.Context, db Querier, runID uuid.UUID, start time.Time, 
 	if err != nil {
 		return nil, fmt.Errorf("bin transitions of run %s: %w", runID, err)
 	}
-	out, err := pgx.CollectRows(rows, pgx.RowToStructByPos[TrafficBin])
+	var out []TrafficBin
+	var b TrafficBin
+	_, err = pgx.ForEachRow(rows, []any{&b.Start, &b.Calls, &b.Throttles, &b.Done}, func() error {
+		out = append(out, b)
+		return nil
+	})
 	if err != nil {
 		return nil, fmt.Errorf("bin transitions of run %s: %w", runID, err)
 	}
@@ -107,7 +112,12 @@ func SampleTraffic(ctx context.Context, db Querier, runID uuid.UUID, from, step 
 	if err != nil {
 		return nil, fmt.Errorf("sample transitions of run %s: %w", runID, err)
 	}
-	out, err := pgx.CollectRows(rows, pgx.RowToStructByPos[SampledTransition])
+	out := make([]SampledTransition, 0, probes*window)
+	var t SampledTransition
+	_, err = pgx.ForEachRow(rows, []any{&t.Probe, &t.ID, &t.At, &t.Call, &t.Throttle, &t.Done}, func() error {
+		out = append(out, t)
+		return nil
+	})
 	if err != nil {
 		return nil, fmt.Errorf("sample transitions of run %s: %w", runID, err)
 	}
