@@ -1,9 +1,13 @@
 package ledger
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
+	"slices"
+	"strconv"
+	"strings"
 	"time"
 
 	"github.com/google/uuid"
@@ -241,12 +245,42 @@ type WindowPage struct {
 // filters test, and the matches and the window's last item are then read
 // whole by key.
 func Window(ctx context.Context, db Querier, w ItemWindow) (WindowPage, error) {
-	var window, limit *int
+	// Only the filters w sets are written, and the sizes as literals, so
+	// that the statement is planned for what it selects.
+	args := pgx.StrictNamedArgs{"run_id": w.RunID, "after": w.After}
+	var filters []string
+	filter := func(cond, name string, v any) {
+		filters = append(filters, cond)
+		args[name] = v
+	}
+	if len(w.States) > 0 {
+		filter(`state = ANY (@states)`, "states", stateNames(w.States))
+	}
+	if w.Account != "" {
+		filter(`account_id = @account`, "account", w.Account)
+	}
+	if w.MinAmount != nil {
+		filter(`amount_minor >= @min`, "min", *w.MinAmount)
+	}
+	if w.MaxAmount != nil {
+		filter(`amount_minor <= @max`, "max", *w.MaxAmount)
+	}
+	if w.Field != "" {
+		filter(`differences @> jsonb_build_array(jsonb_build_object('field', @field::text))`, "field", w.Field)
+	}
+	if w.Provider != nil {
+		filter(`provider = @provider`, "provider", *w.Provider)
+	}
+	where := ""
+	if len(filters) > 0 {
+		where = "WHERE " + strings.Join(filters, " AND ")
+	}
+	window, limit := "", ""
 	if w.Window > 0 {
-		window = &w.Window
+		window = "LIMIT " + strconv.Itoa(w.Window)
 	}
 	if w.Limit > 0 {
-		limit = &w.Limit
+		limit = "LIMIT " + strconv.Itoa(w.Limit)
 	}
 	var edge bool
 	var n int64
@@ -258,26 +292,18 @@ func Window(ctx context.Context, db Querier, w ItemWindow) (WindowPage, error) {
 		WITH w AS MATERIALIZED (
 		    SELECT transaction_id, account_id, provider, amount_minor, state, differences FROM items
 		     WHERE run_id = @run_id AND transaction_id > @after
-		     ORDER BY transaction_id LIMIT @window),
+		     ORDER BY transaction_id `+window+`),
 		edge AS (SELECT max(transaction_id) AS last, count(*) AS n FROM w),
 		hits AS (
 		    SELECT transaction_id, row_number() OVER (ORDER BY transaction_id) AS ord FROM w
-		     WHERE (cardinality(@states::text[]) = 0 OR state = ANY (@states))
-		       AND (@account = '' OR account_id = @account)
-		       AND (@min::bigint IS NULL OR amount_minor >= @min)
-		       AND (@max::bigint IS NULL OR amount_minor <= @max)
-		       AND (@field = '' OR differences @> jsonb_build_array(jsonb_build_object('field', @field::text)))
-		       AND (@provider::text IS NULL OR provider = @provider)
-		     ORDER BY transaction_id LIMIT @limit)
+		     `+where+`
+		     ORDER BY transaction_id `+limit+`)
 		SELECT `+itemColumns+`, false, hits.ord
 		  FROM hits JOIN items i ON i.run_id = @run_id AND i.transaction_id = hits.transaction_id
 		UNION ALL
 		SELECT `+itemColumns+`, true, edge.n
 		  FROM edge JOIN items i ON i.run_id = @run_id AND i.transaction_id = edge.last
-		 ORDER BY 22, 23`,
-		pgx.StrictNamedArgs{"run_id": w.RunID, "after": w.After, "window": window, "limit": limit,
-			"states": stateNames(w.States), "account": w.Account, "min": w.MinAmount, "max": w.MaxAmount,
-			"field": w.Field, "provider": w.Provider})
+		 ORDER BY 22, 23`, args)
 	if err != nil {
 		return WindowPage{}, fmt.Errorf("read a window of run %s: %w", w.RunID, err)
 	}
@@ -326,30 +352,39 @@ type DeadLetterFilter struct {
 // DeadLetters reads items with their last transition (the one at seq =
 // history_len, looked up by transitions_item (transaction_id, run_id, seq)).
 // Without f.TransactionIDs it reads the run's range of the primary key
-// (run_id, transaction_id), filtered on the state; with them, one key each.
+// (run_id, transaction_id), filtered on the state; with them, one key each
+// (= ANY of the primary key).
 func DeadLetters(ctx context.Context, db Querier, f DeadLetterFilter) ([]DeadLetter, error) {
 	var reason, detail *string
 	var status *int
 	var at *time.Time
 	s := itemScan{extra: []any{&reason, &status, &detail, &at}}
-	args := pgx.StrictNamedArgs{"run_id": f.RunID, "account": f.Account, "min": f.MinAmount, "max": f.MaxAmount}
-	from, order := `items i`, `i.transaction_id`
-	where := `i.run_id = @run_id AND i.state = ` + DeadLettered.literal()
+	// Only the conditions f sets are written, so that the statement is
+	// planned for what it selects.
+	where := []string{`i.run_id = @run_id`, `i.state = ` + DeadLettered.literal()}
+	args := pgx.StrictNamedArgs{"run_id": f.RunID}
 	if f.TransactionIDs != nil {
-		from = `unnest(@ids::text[]) WITH ORDINALITY AS k(transaction_id, ord)
-		  JOIN items i ON i.run_id = @run_id AND i.transaction_id = k.transaction_id`
-		where, order = `true`, `k.ord`
+		where[1] = `i.transaction_id = ANY (@ids)`
 		args["ids"] = f.TransactionIDs
+	}
+	if f.Account != "" {
+		where = append(where, `i.account_id = @account`)
+		args["account"] = f.Account
+	}
+	if f.MinAmount != nil {
+		where = append(where, `i.amount_minor >= @min`)
+		args["min"] = *f.MinAmount
+	}
+	if f.MaxAmount != nil {
+		where = append(where, `i.amount_minor <= @max`)
+		args["max"] = *f.MaxAmount
 	}
 	rows, err := db.Query(ctx, `
 		SELECT `+itemColumns+`, t.reason, t.http_status, coalesce(t.details ->> 'detail', t.details ->> 'error'), t.at
-		  FROM `+from+`
+		  FROM items i
 		  LEFT JOIN transitions t ON t.run_id = i.run_id AND t.transaction_id = i.transaction_id AND t.seq = i.history_len
-		 WHERE `+where+`
-		   AND (@account = '' OR i.account_id = @account)
-		   AND (@min::bigint IS NULL OR i.amount_minor >= @min)
-		   AND (@max::bigint IS NULL OR i.amount_minor <= @max)
-		 ORDER BY `+order, args)
+		 WHERE `+strings.Join(where, " AND ")+`
+		 ORDER BY i.transaction_id`, args)
 	if err != nil {
 		return nil, fmt.Errorf("read dead letters of run %s: %w", f.RunID, err)
 	}
@@ -373,6 +408,13 @@ func DeadLetters(ctx context.Context, db Querier, f DeadLetterFilter) ([]DeadLet
 	})
 	if err != nil {
 		return nil, fmt.Errorf("read dead letters of run %s: %w", f.RunID, err)
+	}
+	if f.TransactionIDs != nil {
+		place := make(map[string]int, len(f.TransactionIDs))
+		for i, id := range f.TransactionIDs {
+			place[id] = i
+		}
+		slices.SortFunc(out, func(a, b DeadLetter) int { return cmp.Compare(place[a.TransactionID], place[b.TransactionID]) })
 	}
 	return out, nil
 }

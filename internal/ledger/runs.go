@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strconv"
 	"time"
 
 	"github.com/google/uuid"
@@ -288,10 +289,10 @@ func DatesWithRuns(ctx context.Context, db Querier, dates []payments.Date) (map[
 
 // CountRuns counts the runs, stopping at limit+1 so a page can show
 // "limit+" without reading every run (the primary key, to at most limit+1
-// entries).
+// entries). The limit is a literal, so the statement keeps its plan.
 func CountRuns(ctx context.Context, db Querier, limit int) (int64, error) {
 	var n int64
-	if err := db.QueryRow(ctx, `SELECT count(*) FROM (SELECT 1 FROM runs LIMIT $1) r`, limit+1).Scan(&n); err != nil {
+	if err := db.QueryRow(ctx, `SELECT count(*) FROM (SELECT 1 FROM runs LIMIT `+strconv.Itoa(limit+1)+`) r`).Scan(&n); err != nil {
 		return 0, fmt.Errorf("count runs: %w", err)
 	}
 	return n, nil

@@ -3,6 +3,7 @@ package ledger
 import (
 	"context"
 	"fmt"
+	"strconv"
 	"strings"
 	"time"
 
@@ -160,7 +161,9 @@ func scanSummary(row pgx.CollectableRow) (Summary, error) {
 // Summaries reads the summaries of the runs f selects, through the indexes
 // summarySQL names; the runs themselves are picked from runs by its
 // primary key or its (business_date, generation) key, or read whole (one
-// row a day) for the conditions on completion.
+// row a day) for the conditions on completion. Only the conditions f sets
+// are written, and the limit as a literal, so a statement without
+// parameters keeps its plan.
 func Summaries(ctx context.Context, db Querier, f RunFilter) ([]Summary, error) {
 	var where []string
 	args := pgx.StrictNamedArgs{}
@@ -197,8 +200,7 @@ func Summaries(ctx context.Context, db Querier, f RunFilter) ([]Summary, error) 
 		sql += "\n ORDER BY r.business_date, r.generation"
 	}
 	if f.Limit > 0 {
-		sql += "\n LIMIT @limit"
-		args["limit"] = f.Limit
+		sql += "\n LIMIT " + strconv.Itoa(f.Limit)
 	}
 	rows, err := db.Query(ctx, sql, args)
 	if err != nil {

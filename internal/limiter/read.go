@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strconv"
+	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -52,7 +54,13 @@ func scanState(row pgx.Row) (State, error) {
 // (every limiter for ""), by name: a range of the primary key, a row per
 // provider.
 func States(ctx context.Context, db Querier, prefix string) ([]State, error) {
-	rows, err := db.Query(ctx, `SELECT `+stateColumns+` FROM rate_limiters WHERE starts_with(name, $1) ORDER BY name`, prefix)
+	// Every limiter's is read without a parameter, so that its statement
+	// keeps its plan.
+	query, args := `SELECT `+stateColumns+` FROM rate_limiters ORDER BY name`, []any{}
+	if prefix != "" {
+		query, args = `SELECT `+stateColumns+` FROM rate_limiters WHERE starts_with(name, $1) ORDER BY name`, []any{prefix}
+	}
+	rows, err := db.Query(ctx, query, args...)
 	if err != nil {
 		return nil, fmt.Errorf("read limiters: %w", err)
 	}
@@ -86,23 +94,28 @@ type HistoryKey struct {
 // rate_limiter_history_limiter_recorded_at (limiter, recorded_at), or of
 // every limiter ("") along rate_limiter_history_recorded_at.
 func History(ctx context.Context, db Querier, name string, before *HistoryKey, limit int) ([]Record, error) {
-	var at *time.Time
-	var id int64
+	// Only the conditions given are written, and the limit as a literal,
+	// so that a statement without parameters keeps its plan.
+	var where []string
+	args := pgx.StrictNamedArgs{}
 	if before != nil {
-		at, id = &before.At, before.ID
+		where = append(where, `(recorded_at, id) < (@before_at, @before_id)`)
+		args["before_at"], args["before_id"] = before.At, before.ID
 	}
-	where := `($1::timestamptz IS NULL OR (recorded_at, id) < ($1, $2))`
-	args := []any{at, id, limit}
 	if name != "" {
-		where += ` AND limiter = $4`
-		args = append(args, name)
+		where = append(where, `limiter = @name`)
+		args["name"] = name
+	}
+	cond := ""
+	if len(where) > 0 {
+		cond = "WHERE " + strings.Join(where, " AND ")
 	}
 	rows, err := db.Query(ctx, `
 		SELECT id, limiter, recorded_at, cause, rate, coalesce(estimate, 0), coalesce(burst, 0), detail,
 		       coalesce(actor, ''), coalesce(reason, '')
 		  FROM rate_limiter_history
-		 WHERE `+where+`
-		 ORDER BY recorded_at DESC, id DESC LIMIT $3`, args...)
+		 `+cond+`
+		 ORDER BY recorded_at DESC, id DESC LIMIT `+strconv.Itoa(limit), args)
 	if err != nil {
 		return nil, fmt.Errorf("read limiter history: %w", err)
 	}

@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strconv"
+	"strings"
 	"time"
 
 	"github.com/google/uuid"
@@ -88,30 +90,45 @@ type DeadLetterPage struct {
 // along queue_messages_dead (run_id, message_id), the partial index of dead
 // letters.
 func (q *Queue) ListDeadLetters(ctx context.Context, db Querier, p DeadLetterPage) ([]DeadLetter, error) {
-	var limit *int
-	if p.Limit > 0 {
-		limit = &p.Limit
+	// Only the conditions p sets are written, so that the statement is
+	// planned for what it selects.
+	where := []string{`state = 'dead'`}
+	args := pgx.StrictNamedArgs{}
+	add := func(cond, name string, v any) {
+		where = append(where, cond)
+		args[name] = v
 	}
-	var ids []int64
-	if len(p.IDs) > 0 {
-		ids = p.IDs
-	}
-	var run *uuid.UUID
 	if p.RunID != uuid.Nil {
-		run = &p.RunID
+		add(`run_id = @run_id`, "run_id", p.RunID)
+	}
+	if p.After > 0 {
+		add(`message_id > @after`, "after", p.After)
+	}
+	if len(p.IDs) > 0 {
+		add(`message_id = ANY (@ids)`, "ids", p.IDs)
+	}
+	if p.Reason != "" {
+		add(`coalesce(reason, '') = @reason`, "reason", p.Reason)
+	}
+	if p.Provider != nil {
+		add(`provider = @provider`, "provider", *p.Provider)
+	}
+	age := `now()`
+	if now := q.now(); now != nil {
+		age = `@now::timestamptz`
+		args["now"] = *now
+	}
+	limit := ""
+	if p.Limit > 0 {
+		limit = "\n LIMIT " + strconv.Itoa(p.Limit)
 	}
 	rows, err := db.Query(ctx, `
 		SELECT message_id, coalesce(reason, ''), coalesce(last_error, ''), deliveries, enqueued_at, changed_at,
-		       (extract(epoch FROM coalesce(@now::timestamptz, now()) - changed_at) * 1000000)::bigint,
+		       (extract(epoch FROM `+age+` - changed_at) * 1000000)::bigint,
 		       run_id, reconciliation_id, transaction_id, idempotency_key, attempt, provider
 		  FROM queue_messages
-		 WHERE state = 'dead' AND (@run_id::uuid IS NULL OR run_id = @run_id) AND message_id > @after
-		   AND (@ids::bigint[] IS NULL OR message_id = ANY (@ids))
-		   AND (@reason = '' OR coalesce(reason, '') = @reason)
-		   AND (@provider::text IS NULL OR provider = @provider)
-		 ORDER BY message_id
-		 LIMIT @limit`, pgx.StrictNamedArgs{"now": q.now(), "run_id": run, "after": p.After, "ids": ids,
-		"reason": p.Reason, "provider": p.Provider, "limit": limit})
+		 WHERE `+strings.Join(where, " AND ")+`
+		 ORDER BY message_id`+limit, args)
 	if err != nil {
 		return nil, fmt.Errorf("list dead letters of run %s: %w", p.RunID, err)
 	}
