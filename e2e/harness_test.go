@@ -163,10 +163,13 @@ const lookupPrefix = "/v1/transactions/"
 
 // check counts each lookup under its Idempotency-Key and records lookups
 // whose key is not "<reconciliation id>:<transaction id>" for the id in the
-// path.
+// path. A lookup below a wrong base path (/api/v1/transactions/{id}) is a
+// call too.
 func (p *simProvider) check(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if esc, ok := strings.CutPrefix(r.URL.EscapedPath(), lookupPrefix); ok {
+		path := r.URL.EscapedPath()
+		if i := strings.Index(path, lookupPrefix); i >= 0 {
+			esc := path[i+len(lookupPrefix):]
 			id, err := url.PathUnescape(esc)
 			key := r.Header.Get("Idempotency-Key")
 			p.mu.Lock()

@@ -65,9 +65,9 @@ func generateDemoDayIn(date payments.Date, n int, seed uint64, shape providersim
 		if !ok {
 			break
 		}
-		if !shape.Expresses(p.Status) {
+		if !shape.Expresses(payments.KindPayment, p.Status) {
 			p.Status = payments.StatusCanceled
-			if !shape.Expresses(p.Status) {
+			if !shape.Expresses(payments.KindPayment, p.Status) {
 				p.Status = payments.StatusSucceeded
 			}
 		}

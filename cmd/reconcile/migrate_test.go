@@ -30,6 +30,12 @@ func TestCommandsCheckTheSchemaVersion(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	latest := migrations.Latest()
+	// Versions may have gaps (each change takes a number of its own): the
+	// count of migrations is the count of files.
+	files, err := filepath.Glob(filepath.Join("..", "..", "migrations", "*.sql"))
+	if err != nil || len(files) == 0 {
+		t.Fatalf("migration files: %v", err)
+	}
 	commands := map[string][]string{
 		"status":  {"status"},
 		"stats":   {"stats"},
@@ -55,13 +61,9 @@ func TestCommandsCheckTheSchemaVersion(t *testing.T) {
 	// applies them; then --status says all is well.
 	var out bytes.Buffer
 	e.stdout = &out
-	err := run(ctx, []string{"migrate", "--status"}, e.getenv, e.stdin, e.stdout, e.stderr)
+	err = run(ctx, []string{"migrate", "--status"}, e.getenv, e.stdin, e.stdout, e.stderr)
 	if err == nil || !strings.Contains(err.Error(), want) {
 		t.Errorf("migrate --status on an unmigrated database: %v", err)
-	}
-	files, err := filepath.Glob("../../migrations/0*.sql")
-	if err != nil {
-		t.Fatal(err)
 	}
 	if n := strings.Count(out.String(), " pending "); n != len(files) {
 		t.Errorf("migrate --status lists %d pending migrations, want %d:\n%s", n, len(files), out.String())

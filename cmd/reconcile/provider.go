@@ -12,7 +12,9 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/reconcile/reconcile/internal/circuit"
 	"github.com/reconcile/reconcile/internal/decision"
+	"github.com/reconcile/reconcile/internal/payments"
 	"github.com/reconcile/reconcile/internal/profile"
 	"github.com/reconcile/reconcile/internal/provider"
 )
@@ -102,7 +104,7 @@ func orDash(s string) string {
 }
 
 func cmdProviderCheck(ctx context.Context, e *env, args []string) error {
-	fs := newFlagSet(e, "provider check", "--profile P --id ID [--expect-amount N --expect-currency C --expect-status S]",
+	fs := newFlagSet(e, "provider check", "--profile P --id ID [--kind K --account A] [--expect-amount N --expect-currency C --expect-status S]",
 		`Make one lookup with a profile and print what happened: the request (credentials
 redacted), the provider's raw answer, the record extracted in the ledger's terms and
 the decision the consumer would take, against the expected payment when given.
@@ -111,6 +113,8 @@ profile names (see reconcile provider profiles).`,
 		"RECONCILE_PROVIDER_TOKEN=sk_test_... reconcile provider check --profile stripe --id pi_3MtwBwLkdIwHu7ix28a3tqPa")
 	prof := fs.String("profile", "", "profile: a built-in name or a profile file (default $RECONCILE_PROVIDER_PROFILE, else reconcile)")
 	id := fs.String("id", "", "transaction id to look up")
+	kind := fs.String("kind", "", "the row's kind: payment, refund or dispute (default: by the profile's id prefixes, else payment)")
+	account := fs.String("account", "", "the row's account_id, for {account} in the profile's request (Stripe-Account)")
 	url := fs.String("provider-url", "", "provider base URL (default $RECONCILE_PROVIDER_URL, else the profile's)")
 	timeout := fs.Duration("timeout", 10*time.Second, "overall timeout of the call")
 	insecure := fs.Bool("insecure-skip-verify", false, "DANGEROUS: do not verify the provider's TLS certificate")
@@ -123,6 +127,9 @@ profile names (see reconcile provider profiles).`,
 	if *id == "" {
 		return usageErrorf("provider check: --id is required")
 	}
+	if *kind != "" && !payments.IsKind(*kind) {
+		return usageErrorf("provider check: --kind %q: want one of %s", *kind, strings.Join(payments.Kinds(), ", "))
+	}
 	p, err := loadProfile(e, *prof)
 	if err != nil {
 		return err
@@ -132,7 +139,7 @@ profile names (see reconcile provider profiles).`,
 		return usageError(fmt.Errorf("provider check: %w", err))
 	}
 	key := "check:" + *id
-	ex, resp, callErr := client.Check(ctx, *id, key)
+	ex, resp, callErr := client.Check(ctx, provider.Lookup{TransactionID: *id, IdempotencyKey: key, Kind: *kind, AccountID: *account})
 	w := e.stdout
 	fmt.Fprintf(w, "profile: %s (%s)\n\n", p.Name, p.Source)
 	fmt.Fprintf(w, "request:\n  %s %s\n", orDash(ex.Method), orDash(ex.URL))
@@ -158,7 +165,11 @@ profile names (see reconcile provider profiles).`,
 		fmt.Fprintln(w)
 	case resp.Record.ID != "" || resp.ProviderStatus != "":
 		rec, _ := json.Marshal(resp.Record)
-		fmt.Fprintf(w, "  %s (provider status %q)\n", rec, resp.ProviderStatus)
+		fmt.Fprintf(w, "  %s %s (provider status %q", resp.Kind, rec, resp.ProviderStatus)
+		if resp.Rule != "" {
+			fmt.Fprintf(w, "; status and amount by %s", resp.Rule)
+		}
+		fmt.Fprintln(w, ")")
 	default:
 		fmt.Fprintln(w, "  nothing")
 	}
@@ -191,6 +202,13 @@ profile names (see reconcile provider profiles).`,
 	}
 	if d.Detail != "" {
 		fmt.Fprintf(w, "  detail: %s\n", d.Detail)
+	}
+	switch kind, _ := circuit.Classify(resp, callErr); kind {
+	case circuit.NotFound:
+		fmt.Fprintf(w, "  note: no rule of the profile recognises this as the provider's own not-found answer; when the first %d items of a run are all answered so, a consumer stops its calls (stop_after_not_found)\n",
+			p.StopAfterNotFound)
+	case circuit.WrongAccount:
+		fmt.Fprintln(w, "  note: the credentials are for another mode or account than the object; a consumer stops its calls at once")
 	}
 	return nil
 }

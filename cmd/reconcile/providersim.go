@@ -10,6 +10,7 @@ import (
 	"os"
 
 	"github.com/reconcile/reconcile/internal/payments"
+	"github.com/reconcile/reconcile/internal/profile"
 	"github.com/reconcile/reconcile/internal/provider"
 	"github.com/reconcile/reconcile/internal/providersim"
 )
@@ -27,7 +28,10 @@ changes it while it runs. Bind it to a loopback address: those endpoints are ope
 
 The bearer token required is --token, else RECONCILE_PROVIDER_TOKEN, else none.
 --profile stripe|paypal|square speaks that provider's API instead (the paths, bodies,
-status words and error bodies the built-in profile of that name reads); paypal also
+status words and error bodies the built-in profile of that name reads), with each row
+of --source at its kind's endpoint (refunds and disputes apart from payments, by the
+file's kind column or the profile's id prefixes) and, for stripe, a row whose account_id
+is a connected account (acct_...) only to requests with that Stripe-Account; paypal also
 serves POST /v1/oauth2/token for the client credentials --client-id and --client-secret
 (default RECONCILE_PROVIDER_CLIENT_ID and RECONCILE_PROVIDER_CLIENT_SECRET).
 Runs until interrupted.`,
@@ -81,18 +85,14 @@ Runs until interrupted.`,
 		Token:            provider.Secret(tok),
 		Logger:           logger,
 	}
-	if *source != "" {
-		cfg.Records, err = loadSimRecords(e, *source)
-		if err != nil {
-			return err
-		}
-		if cfg.Records == nil {
-			cfg.Records = []provider.Record{}
-		}
-	}
 	shape, err := providersim.ParseShape(*shapeName)
 	if err != nil {
 		return usageErrorf("--profile: %v", err)
+	}
+	if *source != "" {
+		if err := loadSimRecords(e, *source, shape, &cfg); err != nil {
+			return err
+		}
 	}
 	sim, err := providersim.New(cfg)
 	if err != nil {
@@ -101,8 +101,11 @@ Runs until interrupted.`,
 	h, err := providersim.Shaped(sim, shape, providersim.ShapeConfig{
 		ClientID:     provider.Secret(cmp.Or(*clientID, e.getenv("RECONCILE_PROVIDER_CLIENT_ID"))),
 		ClientSecret: provider.Secret(cmp.Or(*clientSecret, e.getenv("RECONCILE_PROVIDER_CLIENT_SECRET")))})
-	if err != nil {
+	if err != nil && shape == providersim.ShapePayPal {
 		return usageErrorf("--profile: %v (set --client-id and --client-secret)", err)
+	}
+	if err != nil {
+		return usageErrorf("--profile: %v", err)
 	}
 	err = providersim.ServeHandler(ctx, h, *addr, func(a net.Addr) {
 		logger.Info("provider simulator listening", "url", "http://"+a.String(), "profile", shape.String(), "records", len(sim.Records()),
@@ -116,35 +119,45 @@ Runs until interrupted.`,
 	return nil
 }
 
-// loadSimRecords reads the simulator's dataset from a payment file. Any
-// problem with the file is bad input.
-func loadSimRecords(e *env, name string) ([]provider.Record, error) {
+// loadSimRecords reads the simulator's dataset from a payment file into
+// cfg: the records, the kind of each row (the file's kind, else the shape's
+// profile's id prefixes) and, for rows whose account_id is one the shape's
+// profile sends as the provider's account (a Stripe acct_ id), that
+// account. Any problem with the file is bad input.
+func loadSimRecords(e *env, name string, shape providersim.Shape, cfg *providersim.Config) error {
 	var src io.Reader = e.stdin
 	if name != "-" {
 		f, err := os.Open(name)
 		if err != nil {
-			return nil, usageErrorf("open payments %s: %v", name, err)
+			return usageErrorf("open payments %s: %v", name, err)
 		}
 		defer f.Close()
 		src = f
 	}
 	r, err := payments.NewReader(src, name, payments.Options{AllowOutsideDate: true})
 	if err != nil {
-		return nil, err
+		return err
 	}
-	var recs []provider.Record
+	prof, _ := profile.Builtin(shape.String())
+	cfg.Records, cfg.Kinds, cfg.Accounts = []provider.Record{}, map[string]string{}, map[string]string{}
 	for {
 		p, err := r.Next()
 		if errors.Is(err, io.EOF) {
 			break
 		}
 		if err != nil {
-			return nil, fmt.Errorf("read payments %s: %w", name, err)
+			return fmt.Errorf("read payments %s: %w", name, err)
 		}
-		recs = append(recs, provider.Record{ID: p.TransactionID, AmountMinor: p.AmountMinor, Currency: p.Currency, Status: p.Status})
+		cfg.Records = append(cfg.Records, provider.Record{ID: p.TransactionID, AmountMinor: p.AmountMinor, Currency: p.Currency, Status: p.Status})
+		if kind := prof.KindOf(p.TransactionID, p.Kind); kind != payments.KindPayment {
+			cfg.Kinds[p.TransactionID] = kind
+		}
+		if account, _ := prof.Account.Resolve(p.AccountID); account != "" {
+			cfg.Accounts[p.TransactionID] = account
+		}
 	}
 	if problems := r.Problems(); !problems.Empty() {
-		return nil, usageError(problems)
+		return usageError(problems)
 	}
-	return recs, nil
+	return nil
 }

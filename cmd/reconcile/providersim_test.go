@@ -7,14 +7,17 @@ import (
 	"encoding/json"
 	"errors"
 	"io"
+	"maps"
 	"net/http"
 	"os"
+	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/reconcile/reconcile/internal/provider"
+	"github.com/reconcile/reconcile/internal/providersim"
 )
 
 // lockedBuffer is a bytes.Buffer safe for a writer and a reader goroutine.
@@ -83,7 +86,7 @@ func TestProviderSimCommand(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	r, err := c.Get(t.Context(), "tx_20261024_0000001", "k")
+	r, err := c.Get(t.Context(), provider.Lookup{TransactionID: "tx_20261024_0000001", IdempotencyKey: "k"})
 	if err != nil || r.Status != 200 || r.Record != (provider.Record{ID: "tx_20261024_0000001", AmountMinor: 25000, Currency: "SEK", Status: "succeeded"}) {
 		t.Errorf("lookup: %d %+v, %v", r.Status, r.Record, err)
 	}
@@ -124,5 +127,30 @@ func TestProviderSimBadInput(t *testing.T) {
 	}
 	if _, err := os.Stat("../../testdata/bad/duplicate-id.csv"); err != nil {
 		t.Fatalf("fixture missing: %v", err)
+	}
+}
+
+// TestSimRecordsKindsAndAccounts: provider-sim --profile stripe serves a
+// file's refunds and disputes at their own endpoints (the kind column, else
+// Stripe's id prefixes) and a connected account's rows only to its
+// Stripe-Account; a game's own account ids are no connected accounts.
+func TestSimRecordsKindsAndAccounts(t *testing.T) {
+	t.Parallel()
+	path := filepath.Join(t.TempDir(), "night.csv")
+	if err := os.WriteFile(path, []byte("transaction_id,account_id,amount_minor,currency,status,occurred_at,kind\n"+
+		"pi_1,acct_1Nv0FGQ9RKHgCVdK,1500,ISK,succeeded,2026-10-24T10:00:00Z,\n"+
+		"re_1,player_17,-500,EUR,succeeded,2026-10-24T10:00:00Z,\n"+
+		"ch_9,player_17,-700,EUR,disputed,2026-10-24T10:00:00Z,dispute\n"+
+		"pi_2,acct_000123,900,EUR,succeeded,2026-10-24T10:00:00Z,payment\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	e := &env{getenv: func(string) string { return "" }, stdin: strings.NewReader(""), stdout: io.Discard, stderr: io.Discard}
+	var cfg providersim.Config
+	if err := loadSimRecords(e, path, providersim.ShapeStripe, &cfg); err != nil {
+		t.Fatal(err)
+	}
+	if len(cfg.Records) != 4 || !maps.Equal(cfg.Kinds, map[string]string{"re_1": "refund", "ch_9": "dispute"}) ||
+		!maps.Equal(cfg.Accounts, map[string]string{"pi_1": "acct_1Nv0FGQ9RKHgCVdK"}) {
+		t.Errorf("records %v, kinds %v, accounts %v", cfg.Records, cfg.Kinds, cfg.Accounts)
 	}
 }

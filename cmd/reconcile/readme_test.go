@@ -3,8 +3,21 @@ package main
 import (
 	"os"
 	"path/filepath"
+	"regexp"
+	"strconv"
 	"strings"
 	"testing"
+	"unicode"
+)
+
+// readmeMaxLines is the longest the README may be: a newcomer reads it in
+// five minutes; longer material belongs in docs/.
+const readmeMaxLines = 250
+
+// The README and the docs, from this package's directory.
+const (
+	readmePath = "../../README.md"
+	docsDir    = "../../docs"
 )
 
 // TestReadmeLayoutListsEveryPackage keeps the README's layout section in
@@ -12,11 +25,8 @@ import (
 // listed is gone.
 func TestReadmeLayoutListsEveryPackage(t *testing.T) {
 	t.Parallel()
-	readme, err := os.ReadFile("../../README.md")
-	if err != nil {
-		t.Fatal(err)
-	}
-	_, layout, ok := strings.Cut(string(readme), "\n## Layout\n")
+	readme := readFile(t, readmePath)
+	_, layout, ok := strings.Cut(readme, "\n## Layout\n")
 	if !ok {
 		t.Fatal("README.md has no ## Layout section")
 	}
@@ -46,4 +56,185 @@ func TestReadmeLayoutListsEveryPackage(t *testing.T) {
 			t.Errorf("README.md's layout lists %s, which does not exist", name)
 		}
 	}
+}
+
+// TestReadmeIsShort keeps the README to what a newcomer reads first.
+func TestReadmeIsShort(t *testing.T) {
+	t.Parallel()
+	if n := strings.Count(readFile(t, readmePath), "\n"); n > readmeMaxLines {
+		t.Errorf("README.md has %d lines, want at most %d: move the detail to a docs/*.md file and link it", n, readmeMaxLines)
+	}
+}
+
+// TestReadmeLinksEveryDoc makes every docs/*.md file reachable from the
+// README.
+func TestReadmeLinksEveryDoc(t *testing.T) {
+	t.Parallel()
+	linked := map[string]bool{}
+	for _, l := range markdownLinks(readFile(t, readmePath)) {
+		target, _, _ := strings.Cut(l.target, "#")
+		linked[filepath.Clean(target)] = true
+	}
+	docs, err := filepath.Glob(filepath.Join(docsDir, "*.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(docs) == 0 {
+		t.Fatalf("no docs/*.md found from %s", docsDir)
+	}
+	for _, d := range docs {
+		if name := "docs/" + filepath.Base(d); !linked[name] {
+			t.Errorf("README.md does not link %s", name)
+		}
+	}
+}
+
+// TestDocLinksResolve checks every relative link of the README and the docs:
+// the file it names exists and, for a Markdown file, so does the heading
+// its #fragment names.
+func TestDocLinksResolve(t *testing.T) {
+	t.Parallel()
+	docs, err := filepath.Glob(filepath.Join(docsDir, "*.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	anchors := map[string]map[string]bool{} // cleaned path → its heading anchors
+	anchorsOf := func(path string) map[string]bool {
+		if a, ok := anchors[path]; ok {
+			return a
+		}
+		a := headingAnchors(readFile(t, path))
+		anchors[path] = a
+		return a
+	}
+	for _, file := range append([]string{readmePath}, docs...) {
+		name := strings.TrimPrefix(filepath.ToSlash(file), "../../")
+		for _, l := range markdownLinks(readFile(t, file)) {
+			if strings.Contains(l.target, "://") || strings.HasPrefix(l.target, "mailto:") {
+				continue
+			}
+			target, fragment, _ := strings.Cut(l.target, "#")
+			path := filepath.Clean(file)
+			if target != "" {
+				path = filepath.Join(filepath.Dir(file), target)
+				if _, err := os.Stat(path); err != nil {
+					t.Errorf("%s:%d: link %q: %s does not exist", name, l.line, l.target, target)
+					continue
+				}
+			}
+			if fragment != "" && strings.HasSuffix(path, ".md") && !anchorsOf(path)[fragment] {
+				t.Errorf("%s:%d: link %q: %s has no heading #%s", name, l.line, l.target, filepath.Base(path), fragment)
+			}
+		}
+	}
+}
+
+// TestHeadingAnchor pins the anchors TestDocLinksResolve expects to GitHub's
+// rule, so a link that resolves here resolves on GitHub.
+func TestHeadingAnchor(t *testing.T) {
+	t.Parallel()
+	for heading, want := range map[string]string{
+		"Limit discovery": "limit-discovery",
+		"Several providers in one night: the providers file": "several-providers-in-one-night-the-providers-file",
+		"Retention: `reconcile prune`":                       "retention-reconcile-prune",
+		"LISTEN through a pooler: `--listen-url`":            "listen-through-a-pooler---listen-url",
+		"runs — one per reconciliation":                      "runs--one-per-reconciliation",
+	} {
+		if got := headingAnchor(heading); got != want {
+			t.Errorf("headingAnchor(%q) = %q, want %q", heading, got, want)
+		}
+	}
+	a := headingAnchors("# A\n\n## Figures\n\n```\n# not a heading\n```\n\n### Figures\n")
+	for _, want := range []string{"a", "figures", "figures-1"} {
+		if !a[want] {
+			t.Errorf("headingAnchors: no %q in %v", want, a)
+		}
+	}
+	if a["not-a-heading"] {
+		t.Error("headingAnchors took a line of a code block for a heading")
+	}
+}
+
+// A link is the target of one Markdown link or image, with its line.
+type link struct {
+	target string
+	line   int
+}
+
+// linkPattern matches an inline link or image: ](target) or ](target "title").
+var linkPattern = regexp.MustCompile(`\]\(([^)\s]+)(?:\s+"[^"]*")?\)`)
+
+// markdownLinks returns the inline links of doc outside fenced code blocks.
+func markdownLinks(doc string) []link {
+	var out []link
+	for i, line := range proseLines(doc) {
+		for _, m := range linkPattern.FindAllStringSubmatch(line, -1) {
+			out = append(out, link{target: m[1], line: i + 1})
+		}
+	}
+	return out
+}
+
+// proseLines returns doc's lines with those of fenced code blocks (and
+// their fences) blanked, so line numbers stay right.
+func proseLines(doc string) []string {
+	lines := strings.Split(doc, "\n")
+	code := false
+	for i, line := range lines {
+		if strings.HasPrefix(strings.TrimSpace(line), "```") {
+			code = !code
+			lines[i] = ""
+			continue
+		}
+		if code {
+			lines[i] = ""
+		}
+	}
+	return lines
+}
+
+// headingAnchors returns the anchors GitHub gives doc's headings, a repeated
+// one numbered -1, -2, … as GitHub does.
+func headingAnchors(doc string) map[string]bool {
+	out := map[string]bool{}
+	seen := map[string]int{}
+	for _, line := range proseLines(doc) {
+		hashes := len(line) - len(strings.TrimLeft(line, "#"))
+		if hashes == 0 || hashes > 6 || !strings.HasPrefix(line[hashes:], " ") {
+			continue
+		}
+		a := headingAnchor(strings.TrimSpace(line[hashes:]))
+		if n := seen[a]; n > 0 {
+			out[a+"-"+strconv.Itoa(n)] = true
+		} else {
+			out[a] = true
+		}
+		seen[a]++
+	}
+	return out
+}
+
+// headingAnchor is GitHub's anchor of a heading: lower case, letters,
+// digits, hyphens and underscores kept, spaces turned into hyphens, the rest
+// dropped.
+func headingAnchor(heading string) string {
+	var b strings.Builder
+	for _, r := range strings.ToLower(heading) {
+		switch {
+		case unicode.IsLetter(r) || unicode.IsDigit(r) || r == '-' || r == '_':
+			b.WriteRune(r)
+		case r == ' ':
+			b.WriteByte('-')
+		}
+	}
+	return b.String()
+}
+
+func readFile(t *testing.T, path string) string {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
 }

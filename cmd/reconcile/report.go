@@ -17,7 +17,7 @@ func cmdReport(ctx context.Context, e *env, args []string) error {
 		"List what a run found: discrepancies (transaction, account, field, expected and provider value),\n"+
 			"transactions missing at the provider, and dead letters with their reasons; --all adds every item\n"+
 			"with its outcome and attempts. CSV and JSON are stable formats (reconcile-report/v1) documented\n"+
-			"in the README. An unknown date exits 2. --out writes the whole report or nothing.",
+			"in docs/reports.md. An unknown date exits 2. --out writes the whole report or nothing.",
 		"reconcile report --date 2026-10-24 --format csv --out discrepancies-2026-10-24.csv")
 	date := fs.String("date", "", "business date of the run, YYYY-MM-DD (required)")
 	generation := fs.Int("generation", 0, "generation of the date's run (default: the latest)")

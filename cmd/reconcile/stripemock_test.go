@@ -90,10 +90,13 @@ func startStripeMock(t *testing.T) string {
 }
 
 // TestConsumeStripeProfileAgainstStripeMock reconciles a day of
-// PaymentIntents with `consume --profile stripe` against stripe-mock, which
-// answers every PaymentIntent with one fixture (amount 1099, usd,
-// requires_payment_method, the id asked for), and checks every outcome and
-// differing field.
+// PaymentIntents, refunds and disputes, some of connected accounts, with
+// `consume --profile stripe` against stripe-mock, which answers every
+// object of a kind with one fixture (a PaymentIntent of 1099 usd
+// requires_payment_method, a refund of 100 usd succeeded, a dispute of
+// 1000 usd warning_needs_response, each with the id asked for), and checks
+// every outcome and differing field: refund and dispute ids are asked at
+// their own endpoints, never missing.
 func TestConsumeStripeProfileAgainstStripeMock(t *testing.T) {
 	t.Parallel()
 	url := startStripeMock(t)
@@ -111,29 +114,54 @@ func TestConsumeStripeProfileAgainstStripeMock(t *testing.T) {
 		return ""
 	}
 	type want struct{ state, fields string }
+	type answer struct {
+		amount int64
+		status string
+	}
 	expect := map[string]want{}
+	answers := map[string]answer{}
 	var csv strings.Builder
-	csv.WriteString("transaction_id,account_id,amount_minor,currency,status,occurred_at\n")
-	for i := range 200 {
+	csv.WriteString("transaction_id,account_id,amount_minor,currency,status,occurred_at,kind\n")
+	for i := range 300 {
 		id := fmt.Sprintf("pi_3Q%06dLkdIwHu7ix", i)
-		amount, currency, status, w := 1099, "USD", "failed", want{"matched", ""}
-		switch i % 8 {
+		kind := ""
+		amount, currency, status, got := int64(1099), "USD", "failed", answer{1099, "failed"}
+		switch i % 3 {
+		case 1: // Stripe's refund ids; every third one stated in the kind column
+			id, amount, status, got = fmt.Sprintf("re_3Q%06dLkdIwHu7ix", i), -100, "succeeded", answer{-100, "succeeded"}
+			if i%9 == 1 {
+				id, kind = fmt.Sprintf("pyr_3Q%06dLkdIwHu7", i), "refund"
+			}
+		case 2: // disputes
+			id, amount, status, got = fmt.Sprintf("dp_3Q%06dLkdIwHu7ix", i), -1000, "disputed", answer{-1000, "disputed"}
+			if i%9 == 2 {
+				id, kind = fmt.Sprintf("ch_3Q%06dLkdIwHu7ix", i), "dispute"
+			}
+		}
+		w := want{"matched", ""}
+		switch i / 3 % 8 {
 		case 1:
-			amount, w = 1200, want{"mismatched", "amount_minor"}
+			amount, w = amount+101, want{"mismatched", "amount_minor"}
 		case 2:
 			currency, w = "EUR", want{"mismatched", "currency"}
 		case 3:
-			status, w = "succeeded", want{"mismatched", "status"}
+			status, w = "pending", want{"mismatched", "status"}
 		case 4:
-			amount, currency, status, w = 5, "JPY", "pending", want{"mismatched", "amount_minor,currency,status"}
+			amount, currency, status, w = 5, "JPY", "canceled", want{"mismatched", "amount_minor,currency,status"}
 		}
-		if i == 199 {
+		// Every fourth row belongs to a connected account: the
+		// Stripe-Account header goes with it.
+		account := fmt.Sprintf("player_%d", i%17)
+		if i%4 == 0 {
+			account = fmt.Sprintf("acct_1Nv0FGQ9RKHgC%03d", i%17)
+		}
+		if i == 299 {
 			// Stripe ids never hold a slash; stripe-mock answers 404 without
 			// resource_missing, which the profile makes permanent.
-			id, w = "pi_with/slash", want{"dead_lettered", "http_404"}
+			id, kind, w = "pi_with/slash", "", want{"dead_lettered", "http_404"}
 		}
-		expect[id] = w
-		fmt.Fprintf(&csv, "%s,acct_%d,%d,%s,%s,2026-10-24T%02d:%02d:00Z\n", id, i%17, amount, currency, status, i/60, i%60)
+		expect[id], answers[id] = w, got
+		fmt.Fprintf(&csv, "%s,%s,%d,%s,%s,2026-10-24T%02d:%02d:00Z,%s\n", id, account, amount, currency, status, i/60%24, i%60, kind)
 	}
 	src := filepath.Join(t.TempDir(), "payments-2026-10-24.csv")
 	if err := os.WriteFile(src, []byte(csv.String()), 0o600); err != nil {
@@ -178,8 +206,8 @@ func TestConsumeStripeProfileAgainstStripeMock(t *testing.T) {
 		if !ok || got != w {
 			t.Errorf("%s: %+v, want %+v", id, got, w)
 		}
-		if state != "dead_lettered" && (provStatus != "failed" || provAmount != 1099) {
-			t.Errorf("%s: provider record %s %d, want failed 1099 (requires_payment_method)", id, provStatus, provAmount)
+		if p := answers[id]; state != "dead_lettered" && (provStatus != p.status || provAmount != p.amount) {
+			t.Errorf("%s: provider record %s %d, want %s %d", id, provStatus, provAmount, p.status, p.amount)
 		}
 		return nil
 	})

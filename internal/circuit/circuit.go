@@ -8,8 +8,12 @@
 // each call's outcome with [Breaker.Record]. A circuit opens after calls for
 // many different items fail for reasons that are not about the item
 // (connection refused or reset, DNS or TLS errors, timeouts, or a run of 5xx
-// answers across distinct items); while it is open, one probe call is let
-// through at a backed-off interval, and a successful probe closes it.
+// answers across distinct items), at once when the provider says the
+// credentials are for another mode or account, and when the first items of
+// a run are all answered "not found" in a shape that is not the provider's
+// own not-found body (a wrong base URL: the night would otherwise be
+// recorded as missing); while it is open, one probe call is let through at
+// a backed-off interval, and a successful probe closes it.
 package circuit
 
 import (
@@ -23,9 +27,10 @@ type Kind int
 
 // Kinds of [Event].
 const (
-	// Answered: the provider answered about the item (2xx, 404, 4xx,
-	// 429, an unreadable body). It proves the provider reachable and
-	// ends a run of failures.
+	// Answered: the provider answered about the item (a 4xx, an
+	// unreadable body). It proves the provider reachable and ends a run of
+	// failures; for the runs judged (see NotFound) it is an answer that is
+	// not "not found".
 	Answered Kind = iota + 1
 	// Unreachable: no answer came (connection refused or reset, DNS, TLS,
 	// a timeout). Such failures across Config.Failures distinct items in a
@@ -38,6 +43,28 @@ const (
 	// Ignored: the outcome says nothing about the provider (the caller
 	// gave up, the process is stopping). It changes no state.
 	Ignored
+	// Found: the provider answered with the item's record, or with its own
+	// not-found body (the profile's missing rule recognised the body). It
+	// is Answered, and it proves the base URL and the credentials right for
+	// the item's run.
+	Found
+	// NotFound: a 404 (or a missing answer) that no body rule of the
+	// profile recognised as the provider's own: a route-not-found page
+	// looks the same. It is Answered; while a run of at least
+	// Config.NotFoundRun items has not been proven, it is suspect: the
+	// caller holds the item (Verdict.Hold), and the run's first
+	// Config.NotFoundRun distinct items all answered so open the circuit
+	// (see runs.go for the rules).
+	NotFound
+	// WrongAccount: the provider said the credentials are for another mode
+	// or account than the object (Stripe's test key asking for a live
+	// object). It opens the circuit at once: nothing can be found with
+	// them.
+	WrongAccount
+	// Busy: the provider answered, but not about the item (a throttle, a
+	// lock, refused credentials). It is Answered for the failure streaks
+	// and no evidence about a run.
+	Busy
 )
 
 // String returns the kind as a word.
@@ -51,6 +78,14 @@ func (k Kind) String() string {
 		return "server_error"
 	case Ignored:
 		return "ignored"
+	case Found:
+		return "found"
+	case NotFound:
+		return "not_found"
+	case WrongAccount:
+		return "wrong_account"
+	case Busy:
+		return "busy"
 	default:
 		return fmt.Sprintf("Kind(%d)", int(k))
 	}
@@ -78,6 +113,11 @@ type Event struct {
 	// first calls count towards Config.ServerErrors; an unreachable retry
 	// counts like any other call.
 	Retry bool
+	// Run identifies the item's run, and RunItems is the run's number of
+	// items: the first answers of a run are judged together (Found,
+	// NotFound).
+	Run      string
+	RunItems int
 }
 
 // Action is what [Breaker.Allow] tells the caller to do.
@@ -159,6 +199,14 @@ type Verdict struct {
 	// using up its failure budget. False for Answered events and for
 	// failures while the circuit is closed, which keep the item policy.
 	Systemic bool
+	// Hold is true for a NotFound answer among a run's first items, while
+	// the run is neither proven nor stopped: the caller records nothing
+	// about the item and asks again after HoldFor (from ProbeBase,
+	// doubling to ProbeCap, at most ten times), without counting an
+	// attempt, by when the run's other first answers have proven it (and
+	// the answer is the item's) or opened the circuit.
+	Hold    bool
+	HoldFor time.Duration
 }
 
 // Defaults of [Config].
@@ -184,6 +232,14 @@ type Config struct {
 	// ProbeCap caps the wait between probes, and is how long a probe may
 	// stay unanswered before another is allowed. Defaults to 30s.
 	ProbeCap time.Duration
+	// NotFoundRun is the number of distinct items of a run, its first
+	// answered, that must all be NotFound to open the circuit; runs of
+	// fewer items are not judged, and a Found answer, or that many items
+	// answered not all NotFound, proves a run. A held item is asked again
+	// after ProbeBase, doubling to ProbeCap. 0 turns the rule off.
+	// Defaults to 0: the caller takes the number from the provider's
+	// profile (profile.DefaultStopAfterNotFound).
+	NotFoundRun int
 }
 
 // WithDefaults returns c with every zero field set to its default.
@@ -205,6 +261,8 @@ func (c Config) validate() error {
 		return fmt.Errorf("circuit: Config.ProbeBase %s: want > 0", c.ProbeBase)
 	case c.ProbeCap < c.ProbeBase:
 		return fmt.Errorf("circuit: Config.ProbeCap %s: want at least ProbeBase (%s)", c.ProbeCap, c.ProbeBase)
+	case c.NotFoundRun < 0:
+		return fmt.Errorf("circuit: Config.NotFoundRun %d: want 0 (off) or more", c.NotFoundRun)
 	}
 	return nil
 }
@@ -219,7 +277,12 @@ type Breaker struct {
 	unreachable map[string]struct{}
 	serverError map[string]struct{}
 
+	// runs judges the first answers of each run. Kept across opening and
+	// closing: the evidence is the run's, not the circuit's.
+	runs *runJudge
+
 	open       bool
+	why        Kind // the kind of failure that opened it
 	openedAt   time.Time
 	cause      string        // what opened it, then the latest failure's cause
 	interval   time.Duration // wait before the next probe
@@ -236,7 +299,7 @@ func New(cfg Config) (*Breaker, error) {
 	if err := cfg.validate(); err != nil {
 		return nil, err
 	}
-	return &Breaker{cfg: cfg, unreachable: map[string]struct{}{}, serverError: map[string]struct{}{}}, nil
+	return &Breaker{cfg: cfg, unreachable: map[string]struct{}{}, serverError: map[string]struct{}{}, runs: newRunJudge(cfg)}, nil
 }
 
 // Allow says what the caller may do at now: Call when the circuit is
@@ -274,18 +337,38 @@ func (b *Breaker) Record(now time.Time, ev Event) Verdict {
 		}
 		return Verdict{}
 	}
+	switch ev.Kind {
+	case Found:
+		b.runs.prove(ev.Run)
+	case Answered:
+		b.runs.answered(ev)
+	}
 	if b.open {
 		return b.recordOpen(now, ev)
 	}
 	switch ev.Kind {
-	case Answered:
+	case Answered, Found, Busy:
 		clear(b.unreachable)
 		clear(b.serverError)
 		return Verdict{}
+	case NotFound:
+		clear(b.unreachable)
+		clear(b.serverError)
+		switch j, wait, cause := b.runs.notFound(ev); j {
+		case stop:
+			b.trip(now, NotFound, cause)
+			return Verdict{Change: Opened, Systemic: true}
+		case hold:
+			return Verdict{Hold: true, HoldFor: wait}
+		}
+		return Verdict{}
+	case WrongAccount:
+		b.trip(now, WrongAccount, ev.Cause)
+		return Verdict{Change: Opened, Systemic: true}
 	case Unreachable:
 		b.unreachable[ev.Item] = struct{}{}
 		if len(b.unreachable) >= b.cfg.Failures {
-			b.trip(now, ev.Cause)
+			b.trip(now, Unreachable, ev.Cause)
 			return Verdict{Change: Opened, Systemic: true}
 		}
 	case ServerError:
@@ -294,7 +377,7 @@ func (b *Breaker) Record(now time.Time, ev Event) Verdict {
 		}
 		b.serverError[ev.Item] = struct{}{}
 		if len(b.serverError) >= b.cfg.ServerErrors {
-			b.trip(now, ev.Cause)
+			b.trip(now, ServerError, ev.Cause)
 			return Verdict{Change: Opened, Systemic: true}
 		}
 	}
@@ -302,17 +385,23 @@ func (b *Breaker) Record(now time.Time, ev Event) Verdict {
 }
 
 func (b *Breaker) recordOpen(now time.Time, ev Event) Verdict {
-	if ev.Kind != Answered {
+	failed := ev.Kind != Answered && ev.Kind != Found && ev.Kind != Busy
+	if ev.Kind == NotFound {
+		// A legitimate missing item of a proven run proves the provider
+		// back; a suspect one is the outage's.
+		failed = b.runs.suspect(ev)
+	}
+	if failed {
 		b.cause = cmp.Or(ev.Cause, b.cause)
 		b.failures++
 	}
 	if !ev.Probe {
 		// A call started before the circuit opened: its failure is the
 		// outage's, and a late success proves nothing about now.
-		return Verdict{Systemic: ev.Kind != Answered}
+		return Verdict{Systemic: failed}
 	}
 	b.probing = false
-	if ev.Kind == Answered {
+	if !failed {
 		b.reset()
 		return Verdict{Change: Closed}
 	}
@@ -321,8 +410,8 @@ func (b *Breaker) recordOpen(now time.Time, ev Event) Verdict {
 	return Verdict{Change: ProbeFailed, Systemic: true}
 }
 
-func (b *Breaker) trip(now time.Time, cause string) {
-	b.open, b.openedAt, b.cause = true, now, cause
+func (b *Breaker) trip(now time.Time, why Kind, cause string) {
+	b.open, b.why, b.openedAt, b.cause = true, why, now, cause
 	b.interval = b.cfg.ProbeBase
 	b.nextProbe = now.Add(b.interval)
 	b.probing, b.probes, b.failures = false, 0, 0
@@ -331,7 +420,7 @@ func (b *Breaker) trip(now time.Time, cause string) {
 }
 
 func (b *Breaker) reset() {
-	*b = Breaker{cfg: b.cfg, unreachable: b.unreachable, serverError: b.serverError}
+	*b = Breaker{cfg: b.cfg, unreachable: b.unreachable, serverError: b.serverError, runs: b.runs}
 	clear(b.unreachable)
 	clear(b.serverError)
 }
@@ -340,6 +429,10 @@ func (b *Breaker) reset() {
 type State struct {
 	// Open is true while the circuit is open.
 	Open bool
+	// Why is the kind of failure that opened it: Unreachable, ServerError,
+	// NotFound (a run's first items all not found in a strange shape) or
+	// WrongAccount; 0 when closed.
+	Why Kind
 	// OpenedAt is when the circuit last opened; zero when closed.
 	OpenedAt time.Time
 	// Cause is the failure that opened the circuit, or the latest one
@@ -359,5 +452,5 @@ func (b *Breaker) State() State {
 	if !b.open {
 		return State{}
 	}
-	return State{Open: true, OpenedAt: b.openedAt, Cause: b.cause, NextProbe: b.nextProbe, Probes: b.probes, Failures: b.failures}
+	return State{Open: true, Why: b.why, OpenedAt: b.openedAt, Cause: b.cause, NextProbe: b.nextProbe, Probes: b.probes, Failures: b.failures}
 }

@@ -22,6 +22,14 @@ func record(at time.Duration, k Kind, item string, probe bool, want string) step
 	return step{at: at, ev: &Event{Kind: k, Item: item, Cause: k.String() + " cause", Probe: probe}, want: want}
 }
 
+// inRun is record for an item of run r of n items, as the lookups of a
+// run report their answers.
+func inRun(at time.Duration, k Kind, item, r string, n int, probe bool, want string) step {
+	st := record(at, k, item, probe, want)
+	st.ev.Run, st.ev.RunItems = r, n
+	return st
+}
+
 func runSteps(t *testing.T, cfg Config, steps []step) *Breaker {
 	t.Helper()
 	b, err := New(cfg)
@@ -49,6 +57,9 @@ func runStepsOn(t *testing.T, b *Breaker, steps []step) {
 			got = v.Change.String()
 			if v.Systemic {
 				got += " systemic"
+			}
+			if v.Hold {
+				got += " hold@" + v.HoldFor.String()
 			}
 		}
 		if got != s.want {
@@ -171,6 +182,123 @@ func TestBreaker(t *testing.T) {
 	}
 }
 
+// TestNotFoundRun: a run's first answers all "not found" in a shape that is
+// not the provider's own stop the calls as an outage does; one Found
+// answer proves the run; small runs and proven runs are not judged; a
+// wrong mode or account opens at once.
+func TestNotFoundRun(t *testing.T) {
+	t.Parallel()
+	cfg := Config{Failures: 3, ServerErrors: 3, ProbeBase: time.Second, ProbeCap: 4 * time.Second, NotFoundRun: 3}
+	for _, tc := range []struct {
+		name  string
+		cfg   Config
+		steps []step
+	}{
+		{"three distinct first items not found open it", cfg, []step{
+			inRun(0, NotFound, "a", "r1", 100, false, "unchanged hold@1s"),
+			inRun(1, NotFound, "a", "r1", 100, false, "unchanged hold@2s"), // the same item again waits longer
+			inRun(2, NotFound, "b", "r1", 100, false, "unchanged hold@1s"),
+			inRun(3, Busy, "x", "r1", 100, false, "unchanged"), // a 429 says nothing of the item
+			inRun(4, NotFound, "c", "r1", 100, false, "opened systemic"),
+			allow(5, "wait@1.000000004s"),
+			inRun(6, NotFound, "d", "r1", 100, false, "unchanged systemic"), // in flight when it opened
+			allow(time.Second+4, "probe"),
+			inRun(time.Second+4, NotFound, "a", "r1", 100, true, "probe_failed systemic"),
+			allow(3*time.Second+4, "probe"),
+			inRun(3*time.Second+4, Found, "e", "r1", 100, true, "closed"),
+			// Proven: its not-found items are the provider's answer now.
+			inRun(3*time.Second+5, NotFound, "a", "r1", 100, false, "unchanged"),
+		}},
+		{"a found answer proves the run", cfg, []step{
+			inRun(0, NotFound, "a", "r1", 100, false, "unchanged hold@1s"),
+			inRun(1, Found, "b", "r1", 100, false, "unchanged"),
+			inRun(2, NotFound, "a", "r1", 100, false, "unchanged"),
+			inRun(3, NotFound, "c", "r1", 100, false, "unchanged"),
+			inRun(4, NotFound, "d", "r1", 100, false, "unchanged"),
+			// Another run is judged on its own.
+			inRun(5, NotFound, "a", "r2", 100, false, "unchanged hold@1s"),
+		}},
+		{"answers that are not all not found prove the run", cfg, []step{
+			inRun(0, NotFound, "a", "r1", 100, false, "unchanged hold@1s"),
+			inRun(1, Answered, "b", "r1", 100, false, "unchanged"), // a 400: an answer about the item
+			inRun(2, NotFound, "c", "r1", 100, false, "unchanged"), // the third distinct answer: proven
+			inRun(3, NotFound, "a", "r1", 100, false, "unchanged"),
+			inRun(4, NotFound, "d", "r1", 100, false, "unchanged"),
+		}},
+		{"an item is held at most ten times, waiting up to the probe cap", cfg, []step{
+			inRun(0, NotFound, "a", "r1", 100, false, "unchanged hold@1s"),
+			inRun(1, NotFound, "a", "r1", 100, false, "unchanged hold@2s"),
+			inRun(2, NotFound, "a", "r1", 100, false, "unchanged hold@4s"),
+			inRun(3, NotFound, "a", "r1", 100, false, "unchanged hold@4s"),
+			inRun(4, NotFound, "a", "r1", 100, false, "unchanged hold@4s"),
+			inRun(5, NotFound, "a", "r1", 100, false, "unchanged hold@4s"),
+			inRun(6, NotFound, "a", "r1", 100, false, "unchanged hold@4s"),
+			inRun(7, NotFound, "a", "r1", 100, false, "unchanged hold@4s"),
+			inRun(8, NotFound, "a", "r1", 100, false, "unchanged hold@4s"),
+			inRun(9, NotFound, "a", "r1", 100, false, "unchanged hold@4s"),
+			inRun(10, NotFound, "a", "r1", 100, false, "unchanged"), // recorded as answered
+			inRun(11, NotFound, "b", "r1", 100, false, "unchanged hold@1s"),
+		}},
+		{"a run smaller than the rule is not judged", cfg, []step{
+			inRun(0, NotFound, "a", "small", 2, false, "unchanged"),
+			inRun(1, NotFound, "b", "small", 2, false, "unchanged"),
+			inRun(2, NotFound, "c", "small", 2, false, "unchanged"),
+		}},
+		{"the rule off", Config{Failures: 3, ServerErrors: 3, ProbeBase: time.Second, ProbeCap: 4 * time.Second}, []step{
+			inRun(0, NotFound, "a", "r1", 100, false, "unchanged"),
+			inRun(1, NotFound, "b", "r1", 100, false, "unchanged"),
+			inRun(2, NotFound, "c", "r1", 100, false, "unchanged"),
+		}},
+		{"not found answers end a run of failures", cfg, []step{
+			inRun(0, Unreachable, "a", "r1", 100, false, "unchanged"),
+			inRun(1, Unreachable, "b", "r1", 100, false, "unchanged"),
+			inRun(2, NotFound, "c", "r1", 100, false, "unchanged hold@1s"),
+			inRun(3, Unreachable, "d", "r1", 100, false, "unchanged"),
+			inRun(4, Unreachable, "e", "r1", 100, false, "unchanged"),
+		}},
+		{"the evidence outlives a close", cfg, []step{
+			inRun(0, NotFound, "a", "r1", 100, false, "unchanged hold@1s"),
+			inRun(1, NotFound, "b", "r1", 100, false, "unchanged hold@1s"),
+			inRun(2, NotFound, "c", "r1", 100, false, "opened systemic"),
+			allow(time.Second+2, "probe"),
+			inRun(time.Second+2, Busy, "x", "r1", 100, true, "closed"),               // a 429 closes it...
+			inRun(time.Second+3, NotFound, "a", "r1", 100, false, "opened systemic"), // ...the run's evidence reopens it
+		}},
+		{"a legitimate missing item of a proven run closes it", cfg, []step{
+			inRun(0, Found, "p", "old", 100, false, "unchanged"),
+			inRun(1, NotFound, "a", "r1", 100, false, "unchanged hold@1s"),
+			inRun(2, NotFound, "b", "r1", 100, false, "unchanged hold@1s"),
+			inRun(3, NotFound, "c", "r1", 100, false, "opened systemic"),
+			allow(time.Second+3, "probe"),
+			inRun(time.Second+3, NotFound, "q", "old", 100, true, "closed"),
+		}},
+		{"wrong mode or account opens at once", cfg, []step{
+			inRun(0, WrongAccount, "a", "r1", 100, false, "opened systemic"),
+			allow(time.Second, "probe"),
+			inRun(time.Second, WrongAccount, "b", "r1", 100, true, "probe_failed systemic"),
+			allow(3*time.Second, "probe"),
+			inRun(3*time.Second, Found, "b", "r1", 100, true, "closed"),
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			runSteps(t, tc.cfg, tc.steps)
+		})
+	}
+	b, _ := New(cfg)
+	runStepsOn(t, b, []step{
+		inRun(0, NotFound, "a", "r1", 100, false, "unchanged hold@1s"),
+		inRun(0, NotFound, "b", "r1", 100, false, "unchanged hold@1s"),
+		inRun(0, NotFound, "c", "r1", 100, false, "opened systemic"),
+	})
+	if st := b.State(); st.Why != NotFound || st.Cause != "the first 3 items of run r1 were all answered not found, none in the provider's own not-found shape: not_found cause" {
+		t.Errorf("State() = %+v", st)
+	}
+	if _, err := New(Config{NotFoundRun: -1}); err == nil {
+		t.Error("NotFoundRun -1 accepted")
+	}
+}
+
 func TestBreakerState(t *testing.T) {
 	t.Parallel()
 	b := runSteps(t, Config{Failures: 2}, []step{
@@ -180,7 +308,7 @@ func TestBreakerState(t *testing.T) {
 		record(2*time.Second, Unreachable, "c", true, "probe_failed systemic"),
 	})
 	got := b.State()
-	want := State{Open: true, OpenedAt: t0.Add(time.Second), Cause: "unreachable cause", NextProbe: t0.Add(4 * time.Second), Probes: 1, Failures: 1}
+	want := State{Open: true, Why: Unreachable, OpenedAt: t0.Add(time.Second), Cause: "unreachable cause", NextProbe: t0.Add(4 * time.Second), Probes: 1, Failures: 1}
 	if got != want {
 		t.Errorf("State() = %+v, want %+v", got, want)
 	}

@@ -7,33 +7,77 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"net/http"
+	"strings"
 	"syscall"
+	"unicode/utf8"
 
+	"github.com/reconcile/reconcile/internal/profile"
 	"github.com/reconcile/reconcile/internal/provider"
 )
 
-// Classify turns the outcome of a provider call (the HTTP status, 0 when no
-// answer came, and the error of [provider.Client.Get]) into the [Kind] and
-// cause of an [Event]. A canceled call is Ignored; a timeout or a
-// connection, DNS or TLS failure is Unreachable; a 5xx is a ServerError;
-// everything else, including unreadable bodies and 4xx answers, is Answered:
-// it is about the item, not the provider.
-func Classify(status int, err error) (Kind, string) {
+// Classify turns the outcome of a provider call (what [provider.Client.Get]
+// returned) into the [Kind] and cause of an [Event], in this order:
+//
+//   - a canceled call, or one never made (an account the account map
+//     lacks): Ignored;
+//   - a timeout, a connection, DNS or TLS failure: Unreachable;
+//   - a record (2xx read, even with a status word the profile does not
+//     map), or the provider's own not-found body: Found;
+//   - an answer of the profile's wrong_account class: WrongAccount;
+//   - a 404, or a missing answer, that no body rule recognised: NotFound;
+//   - a throttle or a lock (a 429, or a profile's throttle or locked
+//     class) or refused credentials (401, 403, the auth class): Busy;
+//   - a 5xx: ServerError;
+//   - everything else (unreadable bodies, other 4xx): Answered.
+//
+// Found, NotFound and Answered are about the item, not the provider; the
+// cause of a failure carries the start of the body, for the warning.
+func Classify(resp provider.Response, err error) (Kind, string) {
 	if err != nil {
 		switch provider.KindOf(err) {
-		case provider.KindCanceled:
+		case provider.KindCanceled, provider.KindUnmappedAccount:
 			return Ignored, ""
 		case provider.KindTimeout:
 			return Unreachable, "timeout"
+		case provider.KindUnmappedStatus:
+			return Found, ""
 		case provider.KindBadBody, provider.KindBodyTooLarge:
 			return Answered, ""
 		}
 		return Unreachable, Describe(err)
 	}
-	if status >= 500 {
-		return ServerError, fmt.Sprintf("http %d", status)
+	switch c := resp.Class; {
+	case resp.OwnNotFound, c == 0 && resp.Status >= 200 && resp.Status < 300:
+		return Found, ""
+	case c == profile.ClassWrongAccount:
+		return WrongAccount, withExcerpt(fmt.Sprintf("http %d, another mode or account than the credentials'", resp.Status), resp.BodyExcerpt)
+	case c == profile.ClassMissing || c == 0 && resp.Status == http.StatusNotFound || c == profile.ClassPermanent && resp.Status == http.StatusNotFound:
+		return NotFound, withExcerpt(fmt.Sprintf("http %d", resp.Status), resp.BodyExcerpt)
+	case c == profile.ClassThrottle || c == profile.ClassLocked || c == profile.ClassAuth,
+		c == 0 && (resp.Status == http.StatusTooManyRequests || resp.Status == http.StatusUnauthorized || resp.Status == http.StatusForbidden):
+		return Busy, ""
+	case resp.Status >= 500:
+		return ServerError, fmt.Sprintf("http %d", resp.Status)
 	}
 	return Answered, ""
+}
+
+// withExcerpt appends the start of a body to a cause, on one line.
+func withExcerpt(cause, excerpt string) string {
+	excerpt = strings.Join(strings.Fields(excerpt), " ")
+	if excerpt == "" {
+		return cause + " with an empty body"
+	}
+	const keep = 160
+	if len(excerpt) > keep {
+		cut := keep
+		for cut > 0 && !utf8.RuneStart(excerpt[cut]) {
+			cut--
+		}
+		excerpt = excerpt[:cut] + "…"
+	}
+	return cause + ": " + excerpt
 }
 
 // Describe names the cause of a failed connection in a few words:

@@ -16,7 +16,7 @@ type job struct {
 	d         queue.Delivery
 	item      ledger.Item
 	ok        bool      // the item exists
-	claimedAt time.Time // when the lease started, by the local clock
+	claimedAt time.Time // when the lease started, by Config.Now
 }
 
 // The kinds of database failure the consumer logs through dbWarn.
@@ -158,7 +158,7 @@ func (c *Consumer) claim(ctx context.Context, l *lane, n int) ([]job, error) {
 		return nil, err
 	}
 	batch := make([]job, len(ds))
-	claimedAt := time.Now()
+	claimedAt := c.cfg.Now()
 	for i, d := range ds {
 		it, ok := items[keys[i]]
 		batch[i] = job{d: d, item: it, ok: ok, claimedAt: claimedAt}

@@ -7,15 +7,19 @@
 // per provider claims batches of that provider's messages sized to the free
 // worker slots (claim.go), so the number of leased but unstarted messages
 // stays small, and idle claimers sleep on the queue's LISTEN/NOTIFY
-// listener; workers call the provider and decide (work.go); one recorder
-// writes the results in batches (record.go). Each provider's circuit and
+// listener; workers take each message to its outcome (work.go), judging the
+// provider's answer (judge.go); one recorder writes the outcomes in batches
+// (record.go). One value, the outcome (outcome.go), carries a message from
+// the worker to the recorder and the counters. Run starts the three and
+// shuts them down in a stated order (run.go). Each provider's circuit and
 // its warnings are in lane.go, the row `status` reads in circuitrow.go, the
-// counters in stats.go.
+// counters in stats.go, the heartbeat in heartbeat.go.
+//
+// Every time the package reads comes from Config.Now.
 package consume
 
 import (
 	"cmp"
-	"context"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -67,9 +71,10 @@ type Config struct {
 	// UntilDone makes Run return once every run in the ledger is complete.
 	// Defaults to false: consume until the context ends.
 	UntilDone bool
-	// Grace is how long in-flight calls may take to finish after the
-	// context ends; what is left is released to the queue. Defaults to
-	// DefaultGrace (10s).
+	// Grace is how long in-flight calls may take to finish once claiming
+	// stops (the context ended, every run is complete, or the provider
+	// refused the credentials); what is left is handed back to the queue.
+	// Defaults to DefaultGrace (10s).
 	Grace time.Duration
 	// IdleWait is the longest an idle claimer sleeps before looking at the
 	// queue again when no notification arrives. Defaults to
@@ -95,7 +100,8 @@ type Config struct {
 	// Circuit configures each provider's circuit breaker: how many
 	// failures across distinct items open it and how probes back off. Zero
 	// fields take circuit's defaults (5 unreachable items, 10 items with a
-	// 5xx, probes from 1s doubling to 30s).
+	// 5xx, probes from 1s doubling to 30s), and NotFoundRun the provider
+	// profile's stop_after_not_found (20 unless the profile says).
 	Circuit circuit.Config
 	// WarnEvery is the least time between two warnings about an open
 	// circuit (the first comes at once). Defaults to
@@ -173,6 +179,11 @@ type Consumer struct {
 
 	rndMu sync.Mutex
 	rnd   *rand.Rand
+
+	// after times the stages of a shutdown: time.After, but in tests.
+	after func(time.Duration) <-chan time.Time
+	// signals tell tests where Run is; their channels are nil otherwise.
+	signals runSignals
 }
 
 // New returns a Consumer of one provider. The queue, limiter and client are
@@ -200,7 +211,7 @@ func NewWithProviders(pool *pgxpool.Pool, q *queue.Queue, providers []Provider, 
 		return nil, errors.New("consume: no provider")
 	}
 	c := &Consumer{pool: pool, queue: q, cfg: cfg, rnd: rand.New(rand.NewPCG(cfg.Seed, cfg.Seed>>1|1)),
-		dbWarn: logthrottle.New(cfg.Logger, logthrottle.Config{Interval: cfg.WarnEvery})}
+		dbWarn: logthrottle.New(cfg.Logger, logthrottle.Config{Interval: cfg.WarnEvery}), after: time.After}
 	seen := map[string]bool{}
 	for i, p := range providers {
 		switch {
@@ -210,7 +221,11 @@ func NewWithProviders(pool *pgxpool.Pool, q *queue.Queue, providers []Provider, 
 			return nil, errors.New("consume: every provider needs a name when there are several")
 		}
 		seen[p.Name] = true
-		b, err := circuit.New(cfg.Circuit)
+		cc := cfg.Circuit
+		if cc.NotFoundRun == 0 && p.Client != nil {
+			cc.NotFoundRun = p.Client.Profile().StopAfterNotFound
+		}
+		b, err := circuit.New(cc)
 		if err != nil {
 			return nil, fmt.Errorf("consume: %w", err)
 		}
@@ -226,116 +241,6 @@ func NewWithProviders(pool *pgxpool.Pool, q *queue.Queue, providers []Provider, 
 	return c, nil
 }
 
-// minJobBuffer is the smallest buffer between a claimer and its workers:
-// fast workers empty a small buffer before the next claim commits.
-const minJobBuffer = 64
-
-// Run consumes until ctx ends (then it lets in-flight calls finish within
-// Config.Grace, releases what is left and returns nil), until every run is
-// complete with UntilDone, or until a fatal error such as ErrProviderAuth.
-func (c *Consumer) Run(ctx context.Context) error {
-	// Workers finish their current call after ctx ends, within the grace
-	// period; fatal cancels everything at once.
-	workCtx, cancelWork := context.WithCancel(context.WithoutCancel(ctx))
-	defer cancelWork()
-	stopGrace := context.AfterFunc(ctx, func() {
-		t := time.AfterFunc(c.cfg.Grace, cancelWork)
-		context.AfterFunc(workCtx, func() { t.Stop() })
-	})
-	defer stopGrace()
-
-	claimCtx, stopClaiming := context.WithCancel(ctx)
-	defer stopClaiming()
-	go c.heartbeat(claimCtx)
-
-	var fatalOnce sync.Once
-	var fatal error
-	fail := func(err error) {
-		fatalOnce.Do(func() {
-			fatal = err
-			stopClaiming()
-		})
-	}
-
-	// Workers hand results to the recorder without waiting for its
-	// commit: a full batch fits in the channel.
-	rec := &recorder{c: c}
-	var recorded chan struct{}
-	if c.cfg.RecordBatch > 1 {
-		rec.in = make(chan result, c.cfg.RecordBatch)
-		recorded = make(chan struct{})
-		go func() {
-			defer close(recorded)
-			rec.loop(workCtx)
-		}()
-	}
-
-	// Each provider has its own claimer and workers; the call slots are
-	// shared, and taken only once a call may start.
-	slots := make(chan struct{}, c.cfg.Concurrency)
-	var wg sync.WaitGroup
-	for _, l := range c.lanes {
-		// The buffer holds a second batch while the workers run the
-		// first, so the claimer fetches full batches instead of one
-		// message per freed slot (two queries and a commit each).
-		l.jobs = make(chan job, max(2*c.cfg.Concurrency, minJobBuffer))
-		l.taken = make(chan struct{}, 1)
-		l.runDone = make(chan struct{}, 1)
-		for range c.cfg.Concurrency {
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				for j := range l.jobs {
-					select {
-					case l.taken <- struct{}{}:
-					default:
-					}
-					if claimCtx.Err() != nil {
-						// Stopping: hand back what was not started.
-						c.release(workCtx, j.d)
-						continue
-					}
-					l.busy.Add(1)
-					if err := c.process(workCtx, claimCtx, rec, l, slots, j); err != nil {
-						fail(err)
-						c.release(workCtx, j.d)
-					}
-					l.busy.Add(-1)
-				}
-			}()
-		}
-	}
-
-	errs := make(chan error, len(c.lanes))
-	for _, l := range c.lanes {
-		go func() {
-			err := c.claimLoop(claimCtx, l)
-			if err == nil {
-				// Every run is complete: the other claimers stop too.
-				stopClaiming()
-			}
-			close(l.jobs)
-			errs <- err
-		}()
-	}
-	var err error
-	for range c.lanes {
-		if e := <-errs; e != nil && !errors.Is(e, context.Canceled) && err == nil {
-			err = e
-			stopClaiming()
-		}
-	}
-	wg.Wait()
-	if rec.in != nil {
-		close(rec.in)
-		<-recorded
-	}
-	if fatal != nil {
-		return fatal
-	}
-	return err
-}
-
 // backoffDB is the wait before retrying a database operation: 100ms doubling
 // to 2s. The cap bounds how long after a database comes back (a restart, a
 // promoted standby) the consumer resumes; a retry every 2 s costs an
@@ -343,6 +248,3 @@ func (c *Consumer) Run(ctx context.Context) error {
 func backoffDB(failures int) time.Duration {
 	return min(100*time.Millisecond<<min(failures-1, 5), 2*time.Second)
 }
-
-// sleep waits for d or until ctx ends, whichever comes first; it returns
-// ctx's error if ctx ended.

@@ -2,6 +2,7 @@ package consume
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
 	"sync"
 	"sync/atomic"
@@ -61,6 +62,15 @@ func (l *lane) label() string {
 	return l.Client.BaseURL()
 }
 
+// credentialsHint says what to fix when l's provider refuses the
+// credentials.
+func (l *lane) credentialsHint() string {
+	if l.Name == "" {
+		return "fix the provider's credentials (RECONCILE_PROVIDER_TOKEN or the profile's variables)"
+	}
+	return fmt.Sprintf("fix the credentials of provider %q (the environment variables its providers file entry names)", l.Name)
+}
+
 // allow asks the circuit whether a call may start at now.
 func (l *lane) allow(now time.Time) circuit.Decision {
 	l.mu.Lock()
@@ -87,7 +97,7 @@ func (l *lane) record(now time.Time, ev circuit.Event) (v circuit.Verdict, st ci
 	switch {
 	case v.Change == circuit.Opened:
 		l.warn.Fail(now, l.warnEvery, st.Cause) // the outage's first warning is this one
-		l.logger.Warn("provider unreachable: circuit open, calls stopped; probing with one call at a backed-off interval",
+		l.logger.Warn(openedMessage(st.Why)+": circuit open, calls stopped; probing with one call at a backed-off interval",
 			"provider", l.label(), "url", l.Client.BaseURL(), "cause", st.Cause, "next_probe_in", st.NextProbe.Sub(now).Round(time.Millisecond))
 	case v.Change == circuit.Closed:
 		out, _ := l.warn.OK(now)
@@ -95,7 +105,7 @@ func (l *lane) record(now time.Time, ev circuit.Event) (v circuit.Verdict, st ci
 			"provider", l.label(), "url", l.Client.BaseURL(), "failures", out.Failures, "outage", out.Lasted.Round(time.Millisecond))
 	case v.Systemic:
 		if line, warn := l.warn.Fail(now, l.warnEvery, st.Cause); warn {
-			l.logger.Warn("provider still unreachable: circuit open",
+			l.logger.Warn(stillMessage(st.Why),
 				"provider", l.label(), "url", l.Client.BaseURL(), "cause", st.Cause, "failures", line.Failures,
 				"failures_total", line.Total,
 				"open_for", now.Sub(st.OpenedAt).Round(time.Second), "probes", st.Probes,
@@ -103,6 +113,26 @@ func (l *lane) record(now time.Time, ev circuit.Event) (v circuit.Verdict, st ci
 		}
 	}
 	return v, st
+}
+
+// openedMessage says why a circuit is open, for its warnings.
+func openedMessage(why circuit.Kind) string {
+	switch why {
+	case circuit.NotFound:
+		return "provider answers not found for every first item of a run, never in its own not-found shape (a wrong base URL?)"
+	case circuit.WrongAccount:
+		return "provider says the credentials are for another mode or account than the objects (a test key for live ids?)"
+	default:
+		return "provider unreachable"
+	}
+}
+
+// stillMessage is the repeated warning of an open circuit.
+func stillMessage(why circuit.Kind) string {
+	if why == circuit.NotFound || why == circuit.WrongAccount {
+		return openedMessage(why) + ": circuit still open"
+	}
+	return "provider still unreachable: circuit open"
 }
 
 // CircuitState is the circuit of one provider, for metrics and tests.

@@ -6,91 +6,71 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"log/slog"
 	"slices"
-	"time"
 
 	"github.com/jackc/pgx/v5"
 
 	"github.com/reconcile/reconcile/internal/dbconn"
-	"github.com/reconcile/reconcile/internal/decision"
 	"github.com/reconcile/reconcile/internal/ledger"
 	"github.com/reconcile/reconcile/internal/pause"
 	"github.com/reconcile/reconcile/internal/queue"
 )
-
-// fate is what becomes of a delivery's message when its result is recorded.
-// The zero fate is ack.
-type fate int
-
-const (
-	// ack marks the message done: the item is settled, or was already.
-	ack fate = iota
-	// retryLater reschedules the message for settlement.at plus
-	// settlement.delay.
-	retryLater
-	// deadLetter sets the message aside for an operator.
-	deadLetter
-)
-
-// settlement is what to record for one delivery: the message's fate and the
-// item's change, if any.
-type settlement struct {
-	fate fate
-	// countsAttempt makes a retryLater use up one of the item's attempts
-	// (throttles do not).
-	countsAttempt bool
-	// to is the item's new state; empty: the item is not changed (its
-	// outcome is recorded already, or there is no item).
-	to          ledger.State
-	called      bool
-	throttled   bool
-	status      int
-	reason      string
-	detail      string
-	differences []decision.Difference
-	provider    *ledger.Provider
-	delay       time.Duration
-	at          time.Time
-}
-
-// result is a settlement waiting for the recorder.
-type result struct {
-	j      job
-	s      settlement
-	logger *slog.Logger
-}
 
 // A recorder records the results of one Run. Functions named record* run
 // their own transactions and sort out failures; those named write* issue
 // statements in a transaction they are given and return its errors.
 type recorder struct {
 	c *Consumer
-	// in carries results to loop; nil: each worker records its own result
-	// (RecordBatch 1).
-	in chan result
+	// in carries outcomes to loop; nil: each worker records its own
+	// outcome (RecordBatch 1).
+	in chan outcome
+	// flushed is closed when loop has recorded everything sent on in.
+	flushed chan struct{}
 }
 
-// submit hands s to the recorder's loop or, without one, records it at
-// once. Recording failures leave the message to come back after its lease.
-func (r *recorder) submit(ctx context.Context, logger *slog.Logger, j job, s settlement) {
-	if s.at.IsZero() {
-		s.at = r.c.cfg.Now()
+// startRecorder returns the recorder of a Run, whose loop records with ctx
+// unless Config.RecordBatch is 1.
+func (c *Consumer) startRecorder(ctx context.Context) *recorder {
+	r := &recorder{c: c}
+	if c.cfg.RecordBatch > 1 {
+		// Workers hand outcomes to the loop without waiting for its
+		// commit: a full batch fits in the channel.
+		r.in = make(chan outcome, c.cfg.RecordBatch)
+		r.flushed = make(chan struct{})
+		go func() {
+			defer close(r.flushed)
+			r.loop(ctx)
+		}()
 	}
+	return r
+}
+
+// flush returns once every outcome submitted is recorded (or its recording
+// given up). Nothing may be submitted after it.
+func (r *recorder) flush() {
+	if r.in != nil {
+		close(r.in)
+		<-r.flushed
+	}
+}
+
+// submit hands o to the recorder's loop or, without one, records it at
+// once. Recording failures leave the message to come back after its lease.
+func (r *recorder) submit(ctx context.Context, o outcome) {
 	if r.in == nil {
-		r.recordOne(ctx, logger, j, s)
+		r.recordOne(ctx, o)
 		return
 	}
 	select {
-	case r.in <- result{j: j, s: s, logger: logger}:
+	case r.in <- o:
 	case <-ctx.Done():
 	}
 }
 
-// loop records the results it receives until r.in is closed, in batches of
+// loop records the outcomes it receives until r.in is closed, in batches of
 // what has gathered, at most RecordBatch.
 func (r *recorder) loop(ctx context.Context) {
-	batch := make([]result, 0, r.c.cfg.RecordBatch)
+	batch := make([]outcome, 0, r.c.cfg.RecordBatch)
 	for first := range r.in {
 		batch = append(batch[:0], first)
 	gather:
@@ -113,10 +93,10 @@ func (r *recorder) loop(ctx context.Context) {
 // (a stale lease, an item that moved on, a database error), the transaction
 // rolls back and every result is recorded on its own with recordOne, which
 // sorts out which ones still apply.
-func (r *recorder) recordBatch(ctx context.Context, batch []result) {
+func (r *recorder) recordBatch(ctx context.Context, batch []outcome) {
 	if len(batch) > 1 {
-		slices.SortFunc(batch, func(a, b result) int {
-			return cmp.Or(bytes.Compare(a.j.d.RunID[:], b.j.d.RunID[:]), cmp.Compare(a.j.d.TransactionID, b.j.d.TransactionID))
+		slices.SortFunc(batch, func(a, b outcome) int {
+			return cmp.Or(bytes.Compare(a.job.d.RunID[:], b.job.d.RunID[:]), cmp.Compare(a.job.d.TransactionID, b.job.d.TransactionID))
 		})
 		var res ledger.Result
 		err := pgx.BeginFunc(ctx, r.c.pool, func(tx pgx.Tx) (err error) {
@@ -126,8 +106,8 @@ func (r *recorder) recordBatch(ctx context.Context, batch []result) {
 		if err == nil {
 			r.c.dbWarn.OK(warnRecord, "recording works again")
 			r.c.dbWarn.OK(warnRecordGaveUp, "results whose lease ran out while recording failed came back to the queue")
-			for _, b := range batch {
-				r.c.stats.count(b.s)
+			for _, o := range batch {
+				r.c.stats.count(o)
 			}
 			r.completed(res)
 			return
@@ -137,46 +117,46 @@ func (r *recorder) recordBatch(ctx context.Context, batch []result) {
 		}
 		r.c.cfg.Logger.Debug("batch not recorded; recording its results one by one", "results", len(batch), "err", err)
 	}
-	for _, b := range batch {
-		r.recordOne(ctx, b.logger, b.j, b.s)
+	for _, o := range batch {
+		r.recordOne(ctx, o)
 	}
 }
 
-// recordOne records s in one transaction: the item's state change and
+// recordOne records o in one transaction: the item's state change and
 // transition, the completion join, and the message's ack, reschedule or dead
 // letter. A database failure is retried with backoff while the lease lasts;
 // after that the message comes back by itself.
-func (r *recorder) recordOne(ctx context.Context, logger *slog.Logger, j job, s settlement) {
+func (r *recorder) recordOne(ctx context.Context, o outcome) {
 	for failures := 0; ; failures++ {
 		var res ledger.Result
 		err := pgx.BeginFunc(ctx, r.c.pool, func(tx pgx.Tx) (err error) {
-			res, err = r.writeOne(ctx, tx, j, s)
+			res, err = r.writeOne(ctx, tx, o)
 			return err
 		})
 		switch {
 		case err == nil:
 			r.c.dbWarn.OK(warnRecord, "recording works again")
 			r.c.dbWarn.OK(warnRecordGaveUp, "results whose lease ran out while recording failed came back to the queue")
-			r.c.stats.count(s)
+			r.c.stats.count(o)
 			r.completed(res)
 			return
 		case errors.Is(err, queue.ErrStaleLease):
 			r.c.stats.stale.Add(1)
-			logger.Debug("result dropped: message was redelivered elsewhere")
+			o.logger.Debug("result dropped: message was redelivered elsewhere")
 			return
 		case errors.Is(err, ledger.ErrConflict):
 			r.c.stats.conflicts.Add(1)
-			logger.Debug("result dropped: item moved on")
-			r.c.release(ctx, j.d)
+			o.logger.Debug("result dropped: item moved on")
+			r.c.release(ctx, o.job.d)
 			return
 		case ctx.Err() != nil:
 			return
 		}
 		wait := backoffDB(failures + 1)
-		if time.Since(j.claimedAt)+wait >= r.c.queue.Visibility() {
+		if r.c.cfg.Now().Sub(o.job.claimedAt)+wait >= r.c.queue.Visibility() {
 			// The lease is over: the message comes back to a consumer,
 			// which calls the provider again under the same key.
-			r.c.dbWarn.Fail(warnRecordGaveUp, dbconn.ElideValues(err), "message_id", j.d.ID)
+			r.c.dbWarn.Fail(warnRecordGaveUp, dbconn.ElideValues(err), "message_id", o.job.d.ID)
 			return
 		}
 		r.c.dbWarn.Fail(warnRecord, dbconn.ElideValues(err), "retry_in", wait)
@@ -203,10 +183,10 @@ func (r *recorder) completed(res ledger.Result) {
 // writeBatch writes a batch sorted by item in tx: every item's change in
 // one ledger batch, the rare retries and dead letters one by one, and the
 // acks in one statement.
-func (r *recorder) writeBatch(ctx context.Context, tx pgx.Tx, batch []result) (ledger.Result, error) {
+func (r *recorder) writeBatch(ctx context.Context, tx pgx.Tx, batch []outcome) (ledger.Result, error) {
 	changes := make([]ledger.Change, 0, len(batch))
-	for _, b := range batch {
-		if ch, ok := r.changeOf(b.j, b.s); ok {
+	for _, o := range batch {
+		if ch, ok := o.change(r.c.cfg.Actor); ok {
 			changes = append(changes, ch)
 		}
 	}
@@ -215,14 +195,14 @@ func (r *recorder) writeBatch(ctx context.Context, tx pgx.Tx, batch []result) (l
 		return res, err
 	}
 	var acks []queue.Delivery
-	for _, b := range batch {
-		if b.s.fate != ack {
-			if err := r.writeFate(ctx, tx, b.j, b.s); err != nil {
+	for _, o := range batch {
+		if o.fate != ack {
+			if err := r.writeFate(ctx, tx, o); err != nil {
 				return res, err
 			}
 			continue
 		}
-		acks = append(acks, b.j.d)
+		acks = append(acks, o.job.d)
 	}
 	stale, err := r.c.queue.AckBatch(ctx, tx, acks)
 	if err != nil {
@@ -234,62 +214,33 @@ func (r *recorder) writeBatch(ctx context.Context, tx pgx.Tx, batch []result) (l
 	return res, nil
 }
 
-// writeOne writes s in tx: the item's change, if any, and the message's
+// writeOne writes o in tx: the item's change, if any, and the message's
 // fate.
-func (r *recorder) writeOne(ctx context.Context, tx pgx.Tx, j job, s settlement) (ledger.Result, error) {
+func (r *recorder) writeOne(ctx context.Context, tx pgx.Tx, o outcome) (ledger.Result, error) {
 	var res ledger.Result
-	if ch, ok := r.changeOf(j, s); ok {
+	if ch, ok := o.change(r.c.cfg.Actor); ok {
 		var err error
 		if res, err = ledger.Record(ctx, tx, ch); err != nil {
 			return res, err
 		}
 	}
-	return res, r.writeFate(ctx, tx, j, s)
+	return res, r.writeFate(ctx, tx, o)
 }
 
-// writeFate acks, reschedules or dead-letters j's message in tx.
-func (r *recorder) writeFate(ctx context.Context, tx pgx.Tx, j job, s settlement) error {
-	switch s.fate {
+// writeFate acks, reschedules or dead-letters o's message in tx.
+func (r *recorder) writeFate(ctx context.Context, tx pgx.Tx, o outcome) error {
+	switch o.fate {
 	case retryLater:
-		d := j.d
-		if s.countsAttempt {
+		d := o.job.d
+		if o.countsAttempt {
 			d.Attempt++
 		}
-		return r.c.queue.RetryAt(ctx, tx, d, s.at.Add(s.delay), s.reason)
+		return r.c.queue.RetryAt(ctx, tx, d, o.at.Add(o.delay), o.reason)
 	case deadLetter:
-		return r.c.queue.DeadLetter(ctx, tx, j.d, s.reason, s.detail)
+		return r.c.queue.DeadLetter(ctx, tx, o.job.d, o.reason, o.detail)
+	case ack:
+		return r.c.queue.Ack(ctx, tx, o.job.d)
 	default:
-		return r.c.queue.Ack(ctx, tx, j.d)
+		return fmt.Errorf("record message %d: fate %s is not recorded", o.job.d.ID, o.fate)
 	}
-}
-
-// changeOf returns the item's state change s records, if it records one.
-func (r *recorder) changeOf(j job, s settlement) (ledger.Change, bool) {
-	if s.to == "" {
-		return ledger.Change{}, false
-	}
-	attempt := 0
-	if s.called {
-		attempt = j.d.Attempt + 1
-	}
-	diffs := make([]ledger.Difference, len(s.differences))
-	for i, d := range s.differences {
-		diffs[i] = ledger.Difference{Field: d.Field, Expected: d.Expected, Provider: d.Provider}
-	}
-	var details map[string]any
-	if s.detail != "" {
-		details = map[string]any{"detail": s.detail}
-	}
-	if s.fate == retryLater {
-		if details == nil {
-			details = map[string]any{}
-		}
-		details["next_attempt_at"] = s.at.Add(s.delay).UTC().Format(time.RFC3339Nano)
-	}
-	return ledger.Change{
-		RunID: j.d.RunID, TransactionID: j.d.TransactionID, From: j.item.State, To: s.to,
-		Called: s.called, Throttled: s.throttled, Attempt: attempt, HTTPStatus: s.status,
-		Reason: s.reason, RetryAfter: s.delay, Details: details, Provider: s.provider,
-		Differences: diffs, Actor: r.c.cfg.Actor, At: s.at,
-	}, true
 }

@@ -60,10 +60,10 @@ func (c *Consumer) Snapshot() Snapshot {
 	return out
 }
 
-// count counts a recorded settlement by its message's fate and the item's
-// outcome.
-func (s *Stats) count(st settlement) {
-	switch st.fate {
+// count counts a recorded outcome by its message's fate and the item's new
+// state.
+func (s *Stats) count(o outcome) {
+	switch o.fate {
 	case retryLater:
 		s.retried.Add(1)
 	case deadLetter:
@@ -71,8 +71,8 @@ func (s *Stats) count(st settlement) {
 		s.outcome(string(ledger.DeadLettered))
 	case ack:
 		s.acked.Add(1)
-		if st.to != "" {
-			s.outcome(string(st.to))
+		if o.to != "" {
+			s.outcome(string(o.to))
 		}
 	}
 }

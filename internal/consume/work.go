@@ -8,192 +8,109 @@ import (
 	"time"
 
 	"github.com/reconcile/reconcile/internal/circuit"
-	"github.com/reconcile/reconcile/internal/decision"
 	"github.com/reconcile/reconcile/internal/ledger"
-	"github.com/reconcile/reconcile/internal/limiter"
 	"github.com/reconcile/reconcile/internal/provider"
 	"github.com/reconcile/reconcile/internal/queue"
 )
 
-// process handles one delivery of lane l and hands its result to rec. It
-// returns an error only when consuming must stop (the provider refused the
-// credentials); other failures leave the message to come back. A call
+// work is one worker of lane l: it processes l's jobs until the claimer
+// closes the channel, and settles each one's outcome. Once claiming has
+// stopped, a job not started is handed back.
+func (c *Consumer) work(lc *lifecycle, rec *recorder, l *lane, slots chan struct{}) {
+	for j := range l.jobs {
+		select {
+		case l.taken <- struct{}{}:
+		default:
+		}
+		o := outcome{job: j, logger: c.cfg.Logger.With("run_id", j.d.RunID, "transaction_id", j.d.TransactionID), at: c.cfg.Now()}
+		if lc.claimCtx.Err() != nil {
+			c.settle(lc, rec, l, o.handedBack())
+			continue
+		}
+		l.busy.Add(1)
+		c.settle(lc, rec, l, c.process(lc, l, slots, o))
+		l.busy.Add(-1)
+	}
+}
+
+// process takes the delivery of o from its claim to its outcome. A call
 // starts only when l's circuit allows it, after a token of l's limiter, and
-// holds one of slots while it runs.
-func (c *Consumer) process(ctx, claimCtx context.Context, rec *recorder, l *lane, slots chan struct{}, j job) error {
-	logger := c.cfg.Logger.With("run_id", j.d.RunID, "transaction_id", j.d.TransactionID)
+// holds one of slots while it runs; it runs until it ends or the grace
+// after claiming stopped is over.
+func (c *Consumer) process(lc *lifecycle, l *lane, slots chan struct{}, o outcome) outcome {
+	j := o.job
 	switch {
 	case !j.ok:
 		// A message without an item cannot be reconciled; keep it visible
 		// for an operator rather than acking it away.
-		rec.submit(ctx, logger, j, settlement{fate: deadLetter, reason: "no_item", detail: "no ledger item for this message"})
-		return nil
+		return o.deadLettered("", "no_item", "no ledger item for this message")
 	case j.item.State.Terminal():
-		// The outcome is recorded already (a redelivery): just ack.
-		rec.submit(ctx, logger, j, settlement{fate: ack})
-		return nil
+		return o.acked() // the outcome is recorded already (a redelivery)
 	case j.d.Poison:
-		rec.submit(ctx, logger, j, settlement{fate: deadLetter, to: ledger.DeadLettered, reason: "poison",
-			detail: fmt.Sprintf("claimed %d times without a result", j.d.Deliveries)})
-		return nil
+		return o.deadLettered(ledger.DeadLettered, "poison", fmt.Sprintf("claimed %d times without a result", j.d.Deliveries))
 	}
-
 	// An open circuit lets one probe through; everyone else puts the
-	// message back until the next probe, uncalled and uncounted, rather
-	// than sit on its lease.
-	gate := l.allow(c.cfg.Now())
+	// message back until the next probe rather than sit on its lease.
+	gate := l.allow(o.at)
 	if gate.Action == circuit.Wait {
-		c.deferForCircuit(ctx, rec, logger, j, gate.Until)
-		return nil
+		return c.deferForCircuit(o, gate.Until)
 	}
-	probe := gate.Action == circuit.Probe
-	abandon := func() {
-		if probe {
-			l.record(c.cfg.Now(), circuit.Event{Kind: circuit.Ignored, Probe: true})
-		}
+	o.probe = gate.Action == circuit.Probe
+	if err := l.Limiter.Wait(lc.claimCtx); err != nil {
+		return o.handedBack() // stopping while waiting for a token
 	}
-	if err := l.Limiter.Wait(claimCtx); err != nil {
-		// Stopping while waiting for a token: nothing was called.
-		abandon()
-		c.release(ctx, j.d)
-		return nil
+	if st := l.circuitState(); st.Open && !o.probe {
+		return c.deferForCircuit(o, st.NextProbe) // it opened while this call waited
 	}
-	if st := l.circuitState(); st.Open && !probe {
-		// The circuit opened while this call waited for its token.
-		c.deferForCircuit(ctx, rec, logger, j, st.NextProbe)
-		return nil
-	}
-	if err := c.keepLease(ctx, j); err != nil {
-		abandon()
-		logger.Debug("lease lost before the call", "err", err)
-		c.stats.stale.Add(1)
-		return nil
+	if err := c.keepLease(lc.callCtx, j); err != nil {
+		return o.lostLease(err)
 	}
 	select {
 	case slots <- struct{}{}:
-	case <-claimCtx.Done():
-		abandon()
-		c.release(ctx, j.d)
-		return nil
+	case <-lc.claimCtx.Done():
+		return o.handedBack()
 	}
-	now := c.cfg.Now()
-	stopRenewal := c.renewLease(ctx, logger, j.d)
-	resp, callErr := l.Client.Get(ctx, j.d.TransactionID, j.d.IdempotencyKey)
+	o.at = c.cfg.Now()
+	stopRenewal := c.renewLease(lc.callCtx, o.logger, j.d)
+	resp, err := l.Client.Get(lc.callCtx, provider.Lookup{TransactionID: j.d.TransactionID, IdempotencyKey: j.d.IdempotencyKey,
+		Kind: j.item.Kind, AccountID: j.item.AccountID})
 	stopRenewal()
 	<-slots
-	if provider.KindOf(callErr) == provider.KindCanceled {
-		abandon()
-		c.release(context.WithoutCancel(ctx), j.d)
-		return nil
+	if provider.KindOf(err) == provider.KindCanceled {
+		return o.handedBack() // the grace is over
 	}
-	c.observe(l, resp, callErr, now)
-
-	firstAttempt := j.item.FirstAttemptAt
-	if firstAttempt.IsZero() {
-		firstAttempt = now
-	}
-	dec := decision.Decide(c.cfg.Policy, decision.Input{
-		Expected:     provider.Record{ID: j.item.TransactionID, AmountMinor: j.item.AmountMinor, Currency: j.item.Currency, Status: j.item.Status},
-		Response:     resp,
-		Err:          callErr,
-		Attempt:      j.d.Attempt + 1,
-		Throttles:    j.item.Throttles,
-		FirstAttempt: firstAttempt,
-		Now:          now,
-	}, c.random)
-	if dec.Throttled || dec.Penalty > 0 {
-		if err := l.Limiter.Throttled(ctx, dec.Penalty, limiter.ThrottleKindOf(resp.Header)); err != nil {
-			logger.Warn("throttle not shared with other consumers", "err", err)
-		}
-	}
-	kind, cause := circuit.Classify(resp.Status, callErr)
-	if dec.Throttled || dec.Action == decision.Stop {
-		kind, cause = circuit.Answered, "" // the provider is up and said something
-	}
-	ended := c.cfg.Now()
-	verdict, st := l.record(ended, circuit.Event{Kind: kind, Item: j.d.TransactionID, Cause: cause, Probe: probe,
-		Retry: j.item.Attempts > 0})
-	if verdict.Change != circuit.Unchanged {
-		c.persistCircuit(ctx, l, st, ended)
-	}
-	if dec.Action == decision.Stop {
-		return fmt.Errorf("%w: %s answered %d for transaction %q; %s and run again (every message is still queued)",
-			ErrProviderAuth, l.Client.BaseURL(), resp.Status, j.d.TransactionID, l.credentialsHint())
-	}
-	s := settlement{called: true, throttled: dec.CountsThrottle, status: resp.Status, reason: dec.Reason,
-		detail: dec.Detail, differences: dec.Differences, delay: dec.Delay, at: now}
-	if resp.Status >= 200 && resp.Status < 300 && callErr == nil {
-		s.provider = &ledger.Provider{AmountMinor: resp.Record.AmountMinor, Currency: resp.Record.Currency, Status: resp.Record.Status}
-	}
-	switch {
-	case verdict.Systemic:
-		// The provider is down, not this item: try again after the next
-		// probe, without using up one of the item's attempts.
-		s.fate, s.to, s.countsAttempt = retryLater, ledger.RetryScheduled, false
-		s.reason, s.detail = ReasonCircuitOpen, cause
-		s.delay = max(st.NextProbe.Sub(now), 0)
-		c.stats.systemic.Add(1)
-	case dec.Action == decision.Ack:
-		s.fate = ack
-		s.to = dec.Outcome
-	case dec.Action == decision.Retry:
-		s.fate = retryLater
-		s.to = ledger.RetryScheduled
-		// Throttles do not use up the failure budget.
-		s.countsAttempt = dec.CountsAttempt
-	case dec.Action == decision.DeadLetter:
-		s.fate = deadLetter
-		s.to = ledger.DeadLettered
-	}
-	rec.submit(ctx, logger, j, s)
-	return nil
+	return c.judge(lc.callCtx, l, o, resp, err)
 }
 
-// ReasonCircuitOpen is the reason recorded for a call that failed while the
-// provider's circuit was open, and for a message put back until the next
-// probe: the attempt does not count against the item.
-const ReasonCircuitOpen = "circuit_open"
-
-// deferForCircuit puts j's message back until the circuit's next probe at
-// until, without a call, a ledger change or a counted attempt.
-func (c *Consumer) deferForCircuit(ctx context.Context, rec *recorder, logger *slog.Logger, j job, until time.Time) {
-	now := c.cfg.Now()
+// deferForCircuit puts o's message back until the circuit's next probe at
+// until.
+func (c *Consumer) deferForCircuit(o outcome, until time.Time) outcome {
 	c.stats.deferred.Add(1)
-	rec.submit(ctx, logger, j, settlement{fate: retryLater, reason: ReasonCircuitOpen, delay: max(until.Sub(now), 0), at: now})
+	o.at = c.cfg.Now()
+	return o.deferred(until)
 }
 
-// credentialsHint says what to fix when l's provider refuses the
-// credentials.
-func (l *lane) credentialsHint() string {
-	if l.Name == "" {
-		return "fix the provider's credentials (RECONCILE_PROVIDER_TOKEN or the profile's variables)"
+// settle carries out o: the recorder records an ack, a retry or a dead
+// letter; a message handed back returns to the queue at once; a fatal
+// outcome also stops consuming. A probe that was never made is reported to
+// the circuit, so that the next one goes out.
+func (c *Consumer) settle(lc *lifecycle, rec *recorder, l *lane, o outcome) {
+	if o.probe && o.call == nil {
+		l.record(c.cfg.Now(), circuit.Event{Kind: circuit.Ignored, Probe: true})
 	}
-	return fmt.Sprintf("fix the credentials of provider %q (the environment variables its providers file entry names)", l.Name)
-}
-
-// observe feeds l's limiter and the counters with a call's result.
-func (c *Consumer) observe(l *lane, resp provider.Response, err error, now time.Time) {
-	c.stats.calls.Add(1)
-	class := 0
-	if err == nil || resp.Status != 0 {
-		class = min(max(resp.Status/100, 0), 5)
+	c.signals.settled.send(settledSignal{transactionID: o.job.d.TransactionID, fate: o.fate})
+	switch o.fate {
+	case handBack:
+		c.release(lc.recordCtx, o.job.d)
+	case leaseLost:
+		o.logger.Debug("lease lost before the call", "err", o.err)
+		c.stats.stale.Add(1)
+	case stop:
+		lc.fail(o.err)
+		c.release(lc.recordCtx, o.job.d)
+	default:
+		rec.submit(lc.recordCtx, o)
 	}
-	c.stats.byClass[class].Add(1)
-	if resp.Status == 429 {
-		c.stats.throttles.Add(1)
-	} else if resp.Status != 0 {
-		l.Limiter.Succeeded()
-	}
-	if resp.Header != nil {
-		l.Limiter.Observe(limiter.ParseHints(resp.Header, now))
-	}
-}
-
-// random is the decision's jitter source; it is safe for concurrent use.
-func (c *Consumer) random() float64 {
-	c.rndMu.Lock()
-	defer c.rndMu.Unlock()
-	return c.rnd.Float64()
 }
 
 // keepLease extends the delivery's lease when the wait for a token ate into
@@ -201,7 +118,7 @@ func (c *Consumer) random() float64 {
 // deliveries are called long before that and cost no extra round trip.
 func (c *Consumer) keepLease(ctx context.Context, j job) error {
 	visibility := c.queue.Visibility()
-	if time.Since(j.claimedAt) < visibility/2 {
+	if c.cfg.Now().Sub(j.claimedAt) < visibility/2 {
 		return nil
 	}
 	return c.queue.Extend(ctx, j.d, visibility)
@@ -216,9 +133,7 @@ func (c *Consumer) renewLease(ctx context.Context, logger *slog.Logger, d queue.
 	}
 	done := make(chan struct{})
 	var wg sync.WaitGroup
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
+	wg.Go(func() {
 		t := time.NewTicker(every)
 		defer t.Stop()
 		for {
@@ -232,6 +147,6 @@ func (c *Consumer) renewLease(ctx context.Context, logger *slog.Logger, d queue.
 				}
 			}
 		}
-	}()
+	})
 	return func() { close(done); wg.Wait() }
 }

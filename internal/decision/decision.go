@@ -219,6 +219,13 @@ const (
 	// ReasonLocked: the provider's object is busy (a profile's locked
 	// class, such as Stripe's lock_timeout).
 	ReasonLocked = "locked"
+	// ReasonUnmappedAccount: the item's account is not in the profile's
+	// account map; nothing was asked. Detail names the account.
+	ReasonUnmappedAccount = "unmapped_account"
+	// ReasonWrongAccount: the provider answered that the credentials are
+	// for another mode or account than the object (a profile's
+	// wrong_account class).
+	ReasonWrongAccount = "wrong_account"
 )
 
 // StatusReason returns "http_<code>", e.g. http_503.
@@ -296,8 +303,13 @@ type Decision struct {
 // decides instead of the status: missing → Ack missing; throttle → as a
 // 429; locked → retried as a 429 (no attempt used, the throttle deadline
 // applies) but without lowering the rate or a Penalty; retry → as a 5xx;
-// permanent → DeadLetter; auth → Stop. The rule's reason word, when it has
-// one, replaces the default reason.
+// permanent → DeadLetter; auth → Stop; wrong_account → Retry after a
+// backoff without using an attempt (the answer is about the credentials,
+// not the item; the consumer's circuit stops the calls). The rule's reason
+// word, when it has one, replaces the default reason.
+//
+// An item whose account the profile's account map lacks was not asked
+// about: DeadLetter unmapped_account, Detail naming the account.
 //
 // Stripe-Should-Retry, when present on an answer that is not 2xx, 401 or
 // 403, overrides the status: "false" makes it permanent (DeadLetter with its
@@ -318,6 +330,13 @@ func Decide(p Policy, in Input, rnd Rand) Decision {
 				detail = fmt.Sprintf("%s: not in the status map of profile %s; map it and redrive", ue.Status, ue.Profile)
 			}
 			return permanent(d, ReasonUnmappedStatus, detail)
+		case provider.KindUnmappedAccount:
+			var ue *profile.UnmappedAccountError
+			detail := errDetail(in.Err)
+			if errors.As(in.Err, &ue) && ue.MapFile != "" {
+				detail = fmt.Sprintf("%s: add it to the map and redrive", ue.Error())
+			}
+			return permanent(d, ReasonUnmappedAccount, detail)
 		case provider.KindCanceled:
 			d.Action, d.Reason, d.Detail = Retry, ReasonCanceled, errDetail(in.Err)
 			return d
@@ -400,6 +419,11 @@ func decideClass(p Policy, in Input, d Decision, rnd Rand) Decision {
 	case profile.ClassAuth:
 		d.Action, d.Reason = Stop, reason
 		d.Detail = detailWithExcerpt("the provider refused the credentials", resp.BodyExcerpt)
+		return d
+	case profile.ClassWrongAccount:
+		d.Action, d.Reason = Retry, cmp.Or(resp.Reason, ReasonWrongAccount)
+		d.Delay = p.Backoff(max(in.Attempt, 1), rnd)
+		d.Detail = detailWithExcerpt("the credentials are for another mode or account than the object", resp.BodyExcerpt)
 		return d
 	default: // profile.ClassPermanent
 		return permanent(d, reason, resp.BodyExcerpt)

@@ -43,6 +43,9 @@ func TestDecideProfileClasses(t *testing.T) {
 			Decision{Action: DeadLetter, Status: 404, Reason: "http_404", Detail: "body"}},
 		{"400 that is auth", Input{Response: cls(400, profile.ClassAuth, "")},
 			Decision{Action: Stop, Status: 400, Reason: "http_400", Detail: "the provider refused the credentials: body"}},
+		{"wrong mode or account: retried without an attempt", Input{Response: cls(404, profile.ClassWrongAccount, "wrong_mode"), Attempt: 8},
+			Decision{Action: Retry, Status: 404, Reason: "wrong_mode", Delay: 64 * time.Second,
+				Detail: "the credentials are for another mode or account than the object: body"}},
 		{"rule beats Stripe-Should-Retry", Input{Response: func() provider.Response {
 			r := cls(404, profile.ClassMissing, "")
 			r.ShouldRetry = new(true)
@@ -54,6 +57,18 @@ func TestDecideProfileClasses(t *testing.T) {
 				t.Errorf("Decide =\n  %+v\nwant\n  %+v", got, tc.want)
 			}
 		})
+	}
+}
+
+func TestDecideUnmappedAccount(t *testing.T) {
+	t.Parallel()
+	err := &provider.Error{Kind: provider.KindUnmappedAccount, TransactionID: "pi_1",
+		Err: &profile.UnmappedAccountError{AccountID: "player_99", MapFile: "connect.json"}}
+	got := Decide(Policy{}.WithDefaults(), Input{Err: err, Attempt: 1}, half)
+	want := Decision{Action: DeadLetter, Reason: "unmapped_account",
+		Detail: `account "player_99" is not in the account map connect.json: add it to the map and redrive`}
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("Decide =\n  %+v\nwant\n  %+v", got, want)
 	}
 }
 

@@ -358,7 +358,8 @@ func (e *Enqueuer) copyItems(ctx context.Context, tx pgx.Tx, req Request, run Re
 		}
 		return ledger.NewItem{TransactionID: p.TransactionID, AccountID: p.AccountID,
 			IdempotencyKey: IdempotencyKey(run.ReconciliationID, p.TransactionID), AmountMinor: p.AmountMinor,
-			Currency: p.Currency, Status: p.Status, OccurredAt: p.OccurredAt, Provider: cmp.Or(p.Provider, req.DefaultProvider)}, nil
+			Currency: p.Currency, Status: p.Status, OccurredAt: p.OccurredAt, Provider: cmp.Or(p.Provider, req.DefaultProvider),
+			Kind: p.Kind}, nil
 	})
 	if problems := r.Problems(); !problems.Empty() {
 		return 0, "", problems

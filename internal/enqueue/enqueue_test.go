@@ -110,6 +110,43 @@ func TestEnqueueCreatesRunItemsAndMessages(t *testing.T) {
 	}
 }
 
+// TestEnqueueKeepsTheKind: the kind a file states is kept on the item and
+// read back with it, with the number of items of its run its provider
+// answers for; a row that states none keeps an empty kind for the profile
+// to decide.
+func TestEnqueueKeepsTheKind(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	ctx := context.Background()
+	res, err := b.enq.Enqueue(ctx, request("day.csv", "transaction_id,account_id,amount_minor,currency,status,occurred_at,kind,provider\n"+
+		"pi_1,acct_1,1000,EUR,succeeded,2026-10-24T10:00:00Z,payment,cards\n"+
+		"re_1,acct_1,-400,EUR,succeeded,2026-10-24T11:00:00Z,refund,cards\n"+
+		"dp_1,acct_1,-1000,USD,disputed,2026-10-24T12:00:00Z,dispute,cards\n"+
+		"tx_1,acct_1,1000,EUR,succeeded,2026-10-24T13:00:00Z,,\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]string{"pi_1": "payment", "re_1": "refund", "dp_1": "dispute", "tx_1": ""}
+	var keys []ledger.Key
+	for id := range want {
+		keys = append(keys, ledger.Key{RunID: res.RunID, TransactionID: id})
+	}
+	items, err := ledger.Items(ctx, b.pool, keys)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for id, kind := range want {
+		it := items[ledger.Key{RunID: res.RunID, TransactionID: id}]
+		runItems := 3 // the run's items of its provider
+		if id == "tx_1" {
+			runItems = 1
+		}
+		if it.Kind != kind || it.RunItems != runItems {
+			t.Errorf("%s: kind %q, run items %d; want %q, %d", id, it.Kind, it.RunItems, kind, runItems)
+		}
+	}
+}
+
 func TestEnqueueSameDateTwiceIsANoOp(t *testing.T) {
 	t.Parallel()
 	b := setup(t)

@@ -31,7 +31,10 @@ type Item struct {
 	Currency    string
 	Status      string
 	OccurredAt  time.Time
-	State       State
+	// Kind is what the row is as its source states it (payment, refund,
+	// dispute); empty: not stated.
+	Kind  string
+	State State
 	// Attempts counts the provider calls made, Throttles those answered
 	// 429.
 	Attempts  int
@@ -52,6 +55,10 @@ type Item struct {
 	// TerminalAt is when the item reached its terminal state; zero while
 	// open.
 	TerminalAt time.Time
+	// RunItems is the number of items of the item's run that its provider
+	// answers for (run_breakdown; the run's item count for a run without
+	// one). Only Items reads it; zero elsewhere.
+	RunItems int
 }
 
 // Key names one item.
@@ -62,7 +69,7 @@ type Key struct {
 
 // itemColumns are the columns of items i that scanItem reads.
 const itemColumns = `i.run_id, i.transaction_id, i.account_id, i.idempotency_key, i.provider, i.amount_minor, i.currency,
-	i.status, i.occurred_at, i.state, i.attempts, i.throttles, i.provider_amount_minor, i.provider_currency,
+	i.status, i.occurred_at, i.kind, i.state, i.attempts, i.throttles, i.provider_amount_minor, i.provider_currency,
 	i.provider_status, i.differences::text, i.last_http_status, i.last_reason, i.first_attempt_at, i.updated_at,
 	i.terminal_at`
 
@@ -81,7 +88,7 @@ type itemScan struct {
 func (s *itemScan) dest() []any {
 	it := &s.it
 	return append([]any{&it.RunID, &it.TransactionID, &it.AccountID, &it.IdempotencyKey, &it.Provider,
-		&it.AmountMinor, &it.Currency, &it.Status, &it.OccurredAt, &s.state, &it.Attempts, &it.Throttles,
+		&it.AmountMinor, &it.Currency, &it.Status, &it.OccurredAt, &it.Kind, &s.state, &it.Attempts, &it.Throttles,
 		&s.provAmount, &s.provCurrency, &s.provStatus, &s.diffs, &s.httpStatus, &s.reason, &s.first,
 		&it.UpdatedAt, &s.terminal}, s.extra...)
 }
@@ -129,27 +136,41 @@ func collectItems(rows pgx.Rows) ([]Item, error) {
 }
 
 // Items loads the given items in one query (the primary key, once per
-// key). Items that do not exist are absent from the result.
+// key), with RunItems: the run_breakdown rows of each (run, provider) they
+// belong to (its primary key's run prefix), summed once per pair. Items that
+// do not exist are absent from the result.
 func Items(ctx context.Context, db Querier, keys []Key) (map[Key]Item, error) {
 	runs := make([]uuid.UUID, len(keys))
 	ids := make([]string, len(keys))
 	for i, k := range keys {
 		runs[i], ids[i] = k.RunID, k.TransactionID
 	}
+	var runItems int
+	s := itemScan{extra: []any{&runItems}}
 	rows, err := db.Query(ctx, `
-		SELECT `+itemColumns+`
-		  FROM unnest($1::uuid[], $2::text[]) AS k(run_id, transaction_id)
-		  JOIN items i USING (run_id, transaction_id)`, runs, ids)
+		WITH i AS (
+		    SELECT i.* FROM unnest($1::uuid[], $2::text[]) AS k(run_id, transaction_id)
+		      JOIN items i USING (run_id, transaction_id)),
+		n AS (
+		    SELECT b.run_id, b.provider, sum(b.item_count)::integer AS n
+		      FROM run_breakdown b
+		     WHERE (b.run_id, b.provider) IN (SELECT DISTINCT run_id, provider FROM i)
+		     GROUP BY b.run_id, b.provider)
+		SELECT `+itemColumns+`, coalesce(n.n, r.item_count)
+		  FROM i JOIN runs r USING (run_id)
+		  LEFT JOIN n USING (run_id, provider)`, runs, ids)
 	if err != nil {
 		return nil, fmt.Errorf("load %d items: %w", len(keys), err)
 	}
-	items, err := collectItems(rows)
-	if err != nil {
-		return nil, fmt.Errorf("load %d items: %w", len(keys), err)
-	}
-	out := make(map[Key]Item, len(items))
-	for _, it := range items {
+	out := make(map[Key]Item, len(keys))
+	_, err = pgx.ForEachRow(rows, s.dest(), func() error {
+		it := s.item()
+		it.RunItems = runItems
 		out[Key{it.RunID, it.TransactionID}] = it
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("load %d items: %w", len(keys), err)
 	}
 	return out, nil
 }
@@ -303,7 +324,7 @@ func Window(ctx context.Context, db Querier, w ItemWindow) (WindowPage, error) {
 		UNION ALL
 		SELECT `+itemColumns+`, true, edge.n
 		  FROM edge JOIN items i ON i.run_id = @run_id AND i.transaction_id = edge.last
-		 ORDER BY 22, 23`, args)
+		 ORDER BY 23, 24`, args)
 	if err != nil {
 		return WindowPage{}, fmt.Errorf("read a window of run %s: %w", w.RunID, err)
 	}

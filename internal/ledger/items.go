@@ -40,6 +40,9 @@ type NewItem struct {
 	// Provider names the provider that answers for the item; empty: the
 	// default provider.
 	Provider string
+	// Kind is what the row is (payment, refund, dispute) as the source
+	// states it; empty: not stated.
+	Kind string
 }
 
 // InsertItems streams the items of a new run into the ledger with COPY,
@@ -52,7 +55,7 @@ func InsertItems(ctx context.Context, tx DB, runID uuid.UUID, next func() (NewIt
 	src := &itemSource{run: runID, next: next}
 	n, err := tx.CopyFrom(ctx, pgx.Identifier{"items"},
 		[]string{"run_id", "transaction_id", "account_id", "idempotency_key", "amount_minor", "currency",
-			"status", "occurred_at", "shard", "provider"}, src)
+			"status", "occurred_at", "shard", "provider", "kind"}, src)
 	if src.err != nil {
 		return 0, src.err
 	}
@@ -80,7 +83,7 @@ type itemSource struct {
 	run  uuid.UUID
 	next func() (NewItem, error)
 	cur  NewItem
-	row  [10]any
+	row  [11]any
 	err  error
 }
 
@@ -98,8 +101,8 @@ func (s *itemSource) Next() bool {
 
 func (s *itemSource) Values() ([]any, error) {
 	it := s.cur
-	s.row = [10]any{s.run, it.TransactionID, it.AccountID, it.IdempotencyKey,
-		it.AmountMinor, it.Currency, it.Status, it.OccurredAt, ShardOf(it.TransactionID), it.Provider}
+	s.row = [11]any{s.run, it.TransactionID, it.AccountID, it.IdempotencyKey,
+		it.AmountMinor, it.Currency, it.Status, it.OccurredAt, ShardOf(it.TransactionID), it.Provider, it.Kind}
 	return s.row[:], nil
 }
 

@@ -37,6 +37,7 @@ func FuzzCSVReader(f *testing.F) {
 	f.Add([]byte(header + `"tx ""q"" \ ../é",a,-1,EUR,failed,2026-10-24T10:00:00+02:00` + "\n"))
 	f.Add([]byte("\ufeff" + header + "tx_1,a,1,EUR,failed,2026-10-24T10:00:00Z\r\ntx_1,a,1,EUR,failed,2026-10-24T10:00:00Z"))
 	f.Add([]byte(header + "\"unterminated,a,1,EUR,failed,2026-10-24T10:00:00Z\n"))
+	f.Add([]byte(header[:len(header)-1] + ",kind,provider\nre_1,a,-1,EUR,succeeded,2026-10-24T10:00:00Z,refund,stripe\n"))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		checkReader(t, data, FormatCSV)
 	})
@@ -45,6 +46,7 @@ func FuzzCSVReader(f *testing.F) {
 func FuzzJSONLReader(f *testing.F) {
 	addSeeds(f, ".jsonl")
 	f.Add([]byte(`{"transaction_id":"tx_\ud83c\udfae\"\\","account_id":"a","amount_minor":"-5","currency":"EUR","status":"failed","occurred_at":"2026-10-24T10:00:00Z"}`))
+	f.Add([]byte(`{"transaction_id":"dp_1","account_id":"a","amount_minor":-5,"currency":"EUR","status":"disputed","occurred_at":"2026-10-24T10:00:00Z","kind":"dispute"}`))
 	f.Add([]byte(`{"transaction_id":"\udfae\ud83c","account_id":"a","amount_minor":-0,"currency":"EUR","status":"failed","occurred_at":"2026-10-24T10:00:00Z"}` + "\n{}\n[]\nnull\n"))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		checkReader(t, data, FormatJSONL)
@@ -81,6 +83,9 @@ func checkReader(t *testing.T, data []byte, format Format) {
 		}
 		if !IsCurrency(p.Currency) || !IsStatus(p.Status) {
 			t.Fatalf("accepted currency %q status %q", p.Currency, p.Status)
+		}
+		if p.Kind != "" && !IsKind(p.Kind) || p.Provider != "" && CheckProvider(p.Provider) != "" {
+			t.Fatalf("accepted kind %q provider %q", p.Kind, p.Provider)
 		}
 		if p.OccurredAt.Before(start) || !p.OccurredAt.Before(end) {
 			t.Fatalf("accepted occurred_at %v outside %v", p.OccurredAt, day)

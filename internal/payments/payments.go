@@ -28,10 +28,13 @@
 //     date in the configured time zone ([00:00, next 00:00), which is 23 or
 //     25 hours on daylight-saving days) unless Options.AllowOutsideDate.
 //
-// One optional field, provider, names the provider that answers for the
-// payment when a night's export spans several (stripe, paypal): a lower-case
-// word of letters, digits, '_' and '-' (see CheckProvider). Absent, empty
-// or null, the payment goes to the default provider.
+// Two fields are optional. provider names the provider that answers for
+// the payment when a night's export spans several (stripe, paypal): a
+// lower-case word of letters, digits, '_' and '-' (see CheckProvider).
+// Absent, empty or null, the payment goes to the default provider. kind
+// says what the row is: payment, refund or dispute (see Kinds). Absent,
+// empty or null, the file does not say, and the provider's profile tells
+// by the transaction id (Stripe's re_ and dp_), else it is a payment.
 //
 // CSV header names are matched after trimming spaces and a UTF-8 byte order
 // mark, ignoring case; a required column that is missing or appears twice is
@@ -82,6 +85,9 @@ type Payment struct {
 	// Provider names the provider that answers for the payment, from the
 	// optional provider field; empty: the default provider.
 	Provider string
+	// Kind is the row's kind from the optional kind field (KindPayment,
+	// KindRefund or KindDispute); empty: the file does not say.
+	Kind string
 	// Line is the line of the file the row starts on, from 1.
 	Line int
 }

@@ -11,6 +11,7 @@ import (
 	"fmt"
 	"hash"
 	"io"
+	"slices"
 	"strings"
 	"time"
 	"unicode/utf8"
@@ -65,9 +66,9 @@ type Reader struct {
 	// CSV
 	csv      *csv.Reader
 	limit    *recordLimiter
-	cols     [numFields]int // column of each field
-	provCol  int            // column of the optional provider field, -1 if none
-	nextLine int            // line the next CSV record starts on, at the earliest
+	cols     [numFields]int   // column of each field
+	optCols  [numOptional]int // column of each optional field, -1 if none
+	nextLine int              // line the next CSV record starts on, at the earliest
 
 	// JSON Lines
 	line    int
@@ -87,6 +88,7 @@ type rawRow struct {
 	Status        json.RawMessage `json:"status"`
 	OccurredAt    json.RawMessage `json:"occurred_at"`
 	Provider      json.RawMessage `json:"provider"`
+	Kind          json.RawMessage `json:"kind"`
 }
 
 // errRecordTooLong is returned by recordLimiter past its limit.
@@ -223,14 +225,16 @@ func (r *Reader) beginCSV() error {
 	for i := range r.cols {
 		r.cols[i] = -1
 	}
-	r.provCol = -1
+	for i := range r.optCols {
+		r.optCols[i] = -1
+	}
 	for col, name := range header {
 		name = strings.ToLower(strings.TrimSpace(name))
-		if name == FieldProvider {
-			if r.provCol >= 0 {
-				r.problem(1, "", "", fmt.Sprintf("column %s appears twice (columns %d and %d)", name, r.provCol+1, col+1))
+		if i := slices.Index(optionalNames[:], name); i >= 0 {
+			if r.optCols[i] >= 0 {
+				r.problem(1, "", "", fmt.Sprintf("column %s appears twice (columns %d and %d)", name, r.optCols[i]+1, col+1))
 			}
-			r.provCol = col
+			r.optCols[i] = col
 			continue
 		}
 		for i, want := range fieldNames {
@@ -317,8 +321,10 @@ func (r *Reader) nextCSV() (Payment, bool, error) {
 	for i, col := range r.cols {
 		r.f.vals[i] = rec[col]
 	}
-	if r.provCol >= 0 {
-		r.f.provider, r.f.hasProvider = rec[r.provCol], true
+	for i, col := range r.optCols {
+		if col >= 0 {
+			r.f.opt[i] = rec[col]
+		}
 	}
 	p, ok := r.accept(line, &r.f)
 	return p, ok, nil
@@ -384,7 +390,10 @@ func (r *Reader) nextJSONL() (Payment, bool, error) {
 	for _, f := range fields {
 		*f = (*f)[:0]
 	}
-	raw.Provider = raw.Provider[:0]
+	optional := [numOptional]*json.RawMessage{&raw.Provider, &raw.Kind}
+	for _, f := range optional {
+		*f = (*f)[:0]
+	}
 	if err := json.Unmarshal(line, raw); err != nil {
 		var se *json.SyntaxError
 		if errors.As(err, &se) {
@@ -418,14 +427,18 @@ func (r *Reader) nextJSONL() (Payment, bool, error) {
 		}
 		r.f.vals[i] = s
 	}
-	if v := raw.Provider; len(v) > 0 && string(v) != "null" {
+	for i, f := range optional {
+		v := *f
+		if len(v) == 0 || string(v) == "null" {
+			continue
+		}
 		s, scratch, ok := unquoteJSON(v, r.scratch)
 		r.scratch = scratch
 		if !ok {
-			r.f.providerReported = true
-			r.problem(r.line, FieldProvider, quoteValue(string(v)), "not a JSON string")
+			r.f.optReported = true
+			r.problem(r.line, optionalNames[i], quoteValue(string(v)), "not a JSON string")
 		} else {
-			r.f.provider, r.f.hasProvider = s, true
+			r.f.opt[i] = s
 		}
 	}
 	p, ok := r.accept(r.line, &r.f)

@@ -49,6 +49,7 @@ func TestBadFiles(t *testing.T) {
 	want := map[string]string{
 		"amount-overflow.csv":      `amount-overflow.csv:3: amount_minor "9223372036854775808": out of range for a 64-bit integer`,
 		"bad-currency.csv":         `bad-currency.csv:4: currency "eur": not a currency code: want 3 upper-case letters such as EUR`,
+		"bad-kind.csv":             `bad-kind.csv:3: kind "chargeback": not a kind: want one of payment, refund, dispute (or leave it empty)`,
 		"bad-status.csv":           `bad-status.csv:2: status "Succeeded": not a status: want one of succeeded, pending, failed, refunded, partially_refunded, canceled, disputed`,
 		"unknown-status.csv":       `unknown-status.csv:2: status "settled": not a status: want one of succeeded, pending, failed, refunded, partially_refunded, canceled, disputed`,
 		"bad-timestamp.csv":        `bad-timestamp.csv:2: occurred_at "2026-10-24 10:00:00": not an RFC 3339 timestamp (want 2026-10-24T13:45:00Z or 2026-10-24T15:45:00+02:00)`,

@@ -22,6 +22,10 @@ const (
 	// for the payment (see CheckProvider); absent or empty: the default
 	// provider.
 	FieldProvider = "provider"
+	// FieldKind is the optional field saying what a row is: a payment, a
+	// refund or a dispute (see Kinds); absent or empty: not stated, and the
+	// provider's profile tells by the transaction id.
+	FieldKind = "kind"
 )
 
 // Fields lists the required fields in their canonical order (the column
@@ -122,6 +126,21 @@ func Statuses() []string {
 // IsStatus reports whether s is a word of the ledger's status vocabulary.
 func IsStatus(s string) bool { return slices.Contains(Statuses(), s) }
 
+// The kinds of row a payment file holds: what the provider is asked about.
+// A refund or a dispute is money going back to the customer; a file holds
+// its amount as a negative number.
+const (
+	KindPayment = "payment"
+	KindRefund  = "refund"
+	KindDispute = "dispute"
+)
+
+// Kinds returns the kinds of row, in documentation order.
+func Kinds() []string { return []string{KindPayment, KindRefund, KindDispute} }
+
+// IsKind reports whether s is a kind of row.
+func IsKind(s string) bool { return slices.Contains(Kinds(), s) }
+
 // ParseTime parses an RFC 3339 timestamp (fractional seconds allowed; the
 // offset or Z is required).
 func ParseTime(s string) (time.Time, error) {
@@ -151,18 +170,27 @@ type row struct {
 	vals     [numFields]string
 	missing  uint8
 	reported uint8
-	// provider is the optional provider field, when hasProvider.
-	provider         string
-	hasProvider      bool
-	providerReported bool // a JSON value of the wrong type, reported
+	// opt are the optional fields, indexed by opt*; empty when absent.
+	opt         [numOptional]string
+	optReported bool // an optional JSON value of the wrong type, reported
 }
+
+// Indexes of the optional fields.
+const (
+	optProvider = iota
+	optKind
+	numOptional
+)
+
+// optionalNames are the optional field names indexed by opt*.
+var optionalNames = [numOptional]string{FieldProvider, FieldKind}
 
 // check validates one row and records its problems. It returns the payment,
 // whether the transaction id is acceptable (so the caller can look for
 // duplicates even in rows with other problems), and whether the whole row
 // is valid.
 func (r *Reader) check(line int, f *row) (p Payment, validID, ok bool) {
-	ok = f.reported == 0 && !f.providerReported
+	ok = f.reported == 0 && !f.optReported
 	bad := func(i int, msg string) {
 		ok = false
 		r.problem(line, fieldNames[i], quoteValue(f.vals[i]), msg)
@@ -222,19 +250,27 @@ func (r *Reader) check(line int, f *row) (p Payment, validID, ok bool) {
 			p.OccurredAt = t
 		}
 	}
-	if f.hasProvider && f.provider != "" {
-		if msg := CheckProvider(f.provider); msg != "" {
+	if prov := f.opt[optProvider]; prov != "" {
+		if msg := CheckProvider(prov); msg != "" {
 			ok = false
-			r.problem(line, FieldProvider, quoteValue(f.provider), msg)
-		} else if r.opts.Providers != nil && !slices.Contains(r.opts.Providers, f.provider) {
+			r.problem(line, FieldProvider, quoteValue(prov), msg)
+		} else if r.opts.Providers != nil && !slices.Contains(r.opts.Providers, prov) {
 			ok = false
 			src := r.opts.ProvidersSource
 			if src == "" {
 				src = "the providers file"
 			}
-			r.problem(line, FieldProvider, quoteValue(f.provider), fmt.Sprintf("not in %s (known: %s)", src, strings.Join(r.opts.Providers, ", ")))
+			r.problem(line, FieldProvider, quoteValue(prov), fmt.Sprintf("not in %s (known: %s)", src, strings.Join(r.opts.Providers, ", ")))
 		} else {
-			p.Provider = f.provider
+			p.Provider = prov
+		}
+	}
+	if kind := f.opt[optKind]; kind != "" {
+		if !IsKind(kind) {
+			ok = false
+			r.problem(line, FieldKind, quoteValue(kind), "not a kind: want one of "+strings.Join(Kinds(), ", ")+" (or leave it empty)")
+		} else {
+			p.Kind = kind
 		}
 	}
 	return p, validID, ok

@@ -23,10 +23,11 @@ var iso4217 = map[string]int{
 	"CLF": 4, "UYW": 4,
 }
 
-// Exponent returns the number of decimal places of currency's minor unit:
-// the profile's override, else ISO 4217 (2 for codes not listed as
-// otherwise). The code is upper-cased first; a code that is not three
-// letters is an error.
+// Exponent returns the number of decimal places of the provider's minor
+// unit of currency: the profile's currency_exponents where the provider
+// departs from ISO 4217 (Stripe's ISK), else ISO 4217's (2 for codes not
+// listed as otherwise). The code is upper-cased first; a code that is not
+// three letters is an error.
 func (p *Profile) Exponent(currency string) (int, error) {
 	c := strings.ToUpper(currency)
 	if !isCurrency(c) {
@@ -36,6 +37,56 @@ func (p *Profile) Exponent(currency string) (int, error) {
 		return e, nil
 	}
 	return ISOExponent(c), nil
+}
+
+// ledgerExponent returns the exponent of the ledger's minor units of
+// currency: ISO 4217's, whatever the provider's.
+func ledgerExponent(currency string) (int, error) {
+	c := strings.ToUpper(currency)
+	if !isCurrency(c) {
+		return 0, fmt.Errorf("currency %q is not a three-letter code", currency)
+	}
+	return ISOExponent(c), nil
+}
+
+// minorToISO converts v, in the provider's minor units of currency, to
+// ISO 4217 minor units, exactly: Stripe's 150000 ISK (two-decimal) is
+// 1500; 150050 ISK is an error, not a rounding, since the ledger cannot
+// hold half a króna.
+func (p *Profile) minorToISO(v int64, currency string) (int64, error) {
+	from, err := p.Exponent(currency)
+	if err != nil {
+		return 0, err
+	}
+	to := ISOExponent(strings.ToUpper(currency))
+	if from == to {
+		return v, nil
+	}
+	n, err := DecimalToMinor(MinorToDecimal(v, from), to)
+	if err != nil {
+		return 0, fmt.Errorf("%w: %d in %s minor units of %d decimals: %s", ErrAmount, v, strings.ToUpper(currency), from, amountDetail(err))
+	}
+	return n, nil
+}
+
+// ISOToProviderMinor converts v, in ISO 4217 minor units of currency, to
+// the provider's minor units: what the provider writes for the amount the
+// ledger holds (Stripe writes 1500 ISK as 150000). It is minorToISO's
+// inverse, for a simulator speaking the provider's API.
+func (p *Profile) ISOToProviderMinor(v int64, currency string) (int64, error) {
+	to, err := p.Exponent(currency)
+	if err != nil {
+		return 0, err
+	}
+	from := ISOExponent(strings.ToUpper(currency))
+	if from == to {
+		return v, nil
+	}
+	n, err := DecimalToMinor(MinorToDecimal(v, from), to)
+	if err != nil {
+		return 0, fmt.Errorf("%w: %d %s cannot be written in %d decimals: %s", ErrAmount, v, strings.ToUpper(currency), to, amountDetail(err))
+	}
+	return n, nil
 }
 
 // ISOExponent returns the ISO 4217 exponent of an upper-case currency code:
@@ -123,7 +174,7 @@ func MilliToMinor(s string, exp int) (int64, error) {
 	}
 	v, err := DecimalToMinor(dec, exp)
 	if err != nil {
-		return 0, fmt.Errorf("%w: %q thousandths: %w", ErrAmount, s, errors.Unwrap(err))
+		return 0, fmt.Errorf("%w: %q thousandths: %s", ErrAmount, s, amountDetail(err))
 	}
 	return v, nil
 }
@@ -152,6 +203,12 @@ func UnitsNanosToMinor(units string, nanos int64, exp int) (int64, error) {
 		dec = "-" + dec
 	}
 	return DecimalToMinor(dec, exp)
+}
+
+// amountDetail is the text of a conversion error without its "bad
+// amount: " prefix, for an error that says it again.
+func amountDetail(err error) string {
+	return strings.TrimPrefix(err.Error(), ErrAmount.Error()+": ")
 }
 
 func isDigits(s string) bool {

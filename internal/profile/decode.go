@@ -119,6 +119,9 @@ func (d *parser) pairs(n node, key string, header bool) ([]Pair, error) {
 		if err != nil {
 			return err
 		}
+		if err := d.template(m.val, key, v); err != nil {
+			return err
+		}
 		if header {
 			switch {
 			case !isToken(m.key):
@@ -134,6 +137,56 @@ func (d *parser) pairs(n node, key string, header bool) ([]Pair, error) {
 	})
 	slices.SortFunc(out, func(a, b Pair) int { return strings.Compare(a.Name, b.Name) })
 	return out, err
+}
+
+// template checks the placeholders of a request template: every {word} must
+// be {id} or {account}. Braces around anything else (a JSON body's
+// objects, a GraphQL query's selections) are text.
+func (d *parser) template(n node, key, s string) error {
+	for rest := s; ; {
+		open := strings.IndexByte(rest, '{')
+		if open < 0 {
+			return nil
+		}
+		rest = rest[open+1:]
+		end := strings.IndexByte(rest, '}')
+		if end < 0 {
+			return nil
+		}
+		word := rest[:end]
+		if isWord(word) && word != "id" && word != "account" {
+			return d.errf(n, key, "unknown placeholder {%s} (want {id} or {account})", word)
+		}
+	}
+}
+
+// literal decodes a JSON literal a value is compared with: a string (kept
+// quoted), a number or true or false.
+func (d *parser) literal(n node, key string) (string, error) {
+	switch n.kind {
+	case kindString:
+		return strconv.Quote(n.text), nil
+	case kindNumber:
+		return n.text, nil
+	case kindBool:
+		return strconv.FormatBool(n.boolean), nil
+	default:
+		return "", d.errf(n, key, "want a string, a number or true or false, not %s", n.kind)
+	}
+}
+
+// isWord reports whether s is a placeholder-like word: letters, digits, _.
+func isWord(s string) bool {
+	if s == "" {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '_') {
+			return false
+		}
+	}
+	return true
 }
 
 func isName(s string) bool {

@@ -2,8 +2,10 @@ package profile
 
 import (
 	"bytes"
+	"cmp"
 	"errors"
 	"fmt"
+	"math"
 	"strconv"
 	"strings"
 
@@ -20,6 +22,10 @@ func (p *Profile) Classify(status int, body []byte) *Rule {
 	}
 	return nil
 }
+
+// LooksAtBody reports whether the rule recognises an answer by its body
+// (a path or a text), not by its status alone.
+func (r *Rule) LooksAtBody() bool { return r.Path != "" || r.Contains != "" }
 
 func (r *Rule) matches(status int, body []byte) bool {
 	switch {
@@ -39,30 +45,24 @@ func (r *Rule) matches(status int, body []byte) bool {
 	if !res.Exists() || res.Type == gjson.Null {
 		return false
 	}
-	if r.Value == "" {
-		return true
-	}
-	switch res.Type {
-	case gjson.String:
-		return strconv.Quote(res.Str) == r.Value
-	case gjson.True:
-		return r.Value == "true"
-	case gjson.False:
-		return r.Value == "false"
-	case gjson.Number:
-		return res.Raw == r.Value
-	}
-	return false
+	return r.Value == "" || equalsLiteral(res, r.Value)
 }
 
 // Extracted is a transaction read from an answer, in the ledger's terms.
 type Extracted struct {
-	ID          string
+	ID string
+	// AmountMinor is in ISO 4217 minor units, negative for the money a
+	// refund or a dispute returns.
 	AmountMinor int64
 	// Currency is the currency code (upper-cased when the profile says so).
 	Currency string
 	// Status is the ledger status; ProviderStatus the provider's own word.
 	Status, ProviderStatus string
+	// Kind is the kind of object read (payment, refund, dispute).
+	Kind string
+	// Rule names the status rule that decided the status or the amount
+	// (status_rules[2]); empty when none held.
+	Rule string
 }
 
 // ErrBody is wrapped by every error of [Profile.Extract] about the body.
@@ -81,18 +81,23 @@ func (e *UnmappedStatusError) Error() string {
 	return fmt.Sprintf("provider status %q is not in the status map of profile %s", e.Status, e.Profile)
 }
 
-// Extract reads the transaction of a successful answer's body. Its error
-// wraps [ErrBody] (not JSON, a field missing or of the wrong type, a bad
-// amount) or is an [*UnmappedStatusError]; with the latter, the rest of the
-// record is filled in.
-func (p *Profile) Extract(body []byte) (Extracted, error) {
+// Extract reads the object o describes from a successful answer's body, in
+// the ledger's terms: the status from the first status rule that holds or
+// the status map, the amount from the rule's path or the record's,
+// converted to ISO 4217 minor units and negated for the money a refund or
+// a dispute returns. Its error wraps [ErrBody] (not JSON, a field missing
+// or of the wrong type, a bad amount) or is an [*UnmappedStatusError]; with
+// the latter, the rest of the record is filled in.
+func (p *Profile) Extract(o *Object, body []byte) (Extracted, error) {
 	if !gjson.ValidBytes(body) {
 		return Extracted{}, fmt.Errorf("%w: not valid JSON", ErrBody)
 	}
-	rp := &p.Record
-	var out Extracted
+	rd := &o.Reading
+	rp := &rd.Record
+	a := answer{body: body}
+	out := Extracted{Kind: o.Kind}
 	var missing []string
-	id := gjson.GetBytes(body, rp.ID)
+	id := a.get(rp.ID)
 	switch id.Type {
 	case gjson.String:
 		out.ID = id.Str
@@ -102,7 +107,7 @@ func (p *Profile) Extract(body []byte) (Extracted, error) {
 	if out.ID == "" {
 		missing = append(missing, rp.ID)
 	}
-	cur := gjson.GetBytes(body, rp.Currency)
+	cur := a.get(rp.Currency)
 	if cur.Type == gjson.String && cur.Str != "" {
 		out.Currency = cur.Str
 		if rp.UpperCurrency {
@@ -111,37 +116,52 @@ func (p *Profile) Extract(body []byte) (Extracted, error) {
 	} else {
 		missing = append(missing, rp.Currency)
 	}
-	st := gjson.GetBytes(body, rp.Status)
+	st := a.get(rp.Status)
 	if st.Type == gjson.String && st.Str != "" {
 		out.ProviderStatus = st.Str
 	} else {
 		missing = append(missing, rp.Status)
 	}
-	amount := gjson.GetBytes(body, rp.Amount)
+	amountPath, derived := rp.Amount, ""
+	if rule := rd.firstRule(&a); rule != nil {
+		out.Rule, derived = rule.Key, rule.Status
+		amountPath = cmp.Or(rule.Amount, amountPath)
+	}
+	amount := a.get(amountPath)
 	if !amount.Exists() || amount.Type == gjson.Null {
-		missing = append(missing, rp.Amount)
+		missing = append(missing, amountPath)
 	}
 	if len(missing) > 0 {
 		return Extracted{}, fmt.Errorf("%w: missing %s", ErrBody, strings.Join(missing, ", "))
 	}
 	var err error
-	if out.AmountMinor, err = p.amount(amount, out.Currency); err != nil {
-		return Extracted{}, fmt.Errorf("%w: %s: %w", ErrBody, rp.Amount, err)
+	if out.AmountMinor, err = p.amount(rp.AmountFormat, amount, out.Currency); err != nil {
+		return Extracted{}, fmt.Errorf("%w: %s: %w", ErrBody, amountPath, err)
 	}
-	if p.StatusMap == nil {
+	if o.ReturnsMoney() {
+		if out.AmountMinor == math.MinInt64 {
+			return Extracted{}, fmt.Errorf("%w: %s: %s does not fit in 64 bits once negated", ErrBody, amountPath, amount.Raw)
+		}
+		out.AmountMinor = -out.AmountMinor
+	}
+	switch {
+	case derived != "":
+		out.Status = derived
+	case rd.StatusMap == nil:
 		out.Status = out.ProviderStatus
-		return out, nil
+	default:
+		s, ok := rd.StatusMap[out.ProviderStatus]
+		if !ok {
+			return out, &UnmappedStatusError{Status: out.ProviderStatus, Profile: p.Name}
+		}
+		out.Status = s
 	}
-	s, ok := p.StatusMap[out.ProviderStatus]
-	if !ok {
-		return out, &UnmappedStatusError{Status: out.ProviderStatus, Profile: p.Name}
-	}
-	out.Status = s
 	return out, nil
 }
 
-// amount converts the amount value to minor units.
-func (p *Profile) amount(v gjson.Result, currency string) (int64, error) {
+// amount converts the amount value, written in format, to ISO 4217 minor
+// units of currency.
+func (p *Profile) amount(format AmountFormat, v gjson.Result, currency string) (int64, error) {
 	text := func(r gjson.Result) (string, bool) {
 		switch r.Type {
 		case gjson.Number:
@@ -151,7 +171,7 @@ func (p *Profile) amount(v gjson.Result, currency string) (int64, error) {
 		}
 		return "", false
 	}
-	if p.Record.AmountFormat == AmountMinor {
+	if format == AmountMinor {
 		s, ok := text(v)
 		if !ok || !isDigits(strings.TrimPrefix(s, "-")) {
 			return 0, fmt.Errorf("%s is not an integer", v.Raw)
@@ -160,13 +180,13 @@ func (p *Profile) amount(v gjson.Result, currency string) (int64, error) {
 		if err != nil {
 			return 0, fmt.Errorf("%s does not fit in 64 bits", s)
 		}
-		return n, nil
+		return p.minorToISO(n, currency)
 	}
-	exp, err := p.Exponent(currency)
+	exp, err := ledgerExponent(currency)
 	if err != nil {
 		return 0, err
 	}
-	switch p.Record.AmountFormat {
+	switch format {
 	case AmountDecimal:
 		s, ok := text(v)
 		if !ok {

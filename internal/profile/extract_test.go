@@ -32,10 +32,13 @@ func TestExtractDocumentedBodies(t *testing.T) {
 		profile, fixture string
 		want             Extracted
 	}{
-		{"stripe", "stripe-payment-intent.json", Extracted{"pi_3MtwBwLkdIwHu7ix28a3tqPa", 2000, "USD", "succeeded", "succeeded"}},
-		{"paypal", "paypal-capture.json", Extracted{"2GG279541U471931P", 1099, "USD", "succeeded", "COMPLETED"}},
-		{"square", "square-payment.json", Extracted{"bP9mAsEMYPUGjjGNaNO5ZDVyLhSZY", 1000, "USD", "succeeded", "COMPLETED"}},
-		{"reconcile", "", Extracted{"tx_1", 1234, "eur", "succeeded", "succeeded"}},
+		{"stripe", "stripe-payment-intent.json", Extracted{ID: "pi_3MtwBwLkdIwHu7ix28a3tqPa", AmountMinor: 2000, Currency: "USD",
+			Status: "succeeded", ProviderStatus: "succeeded", Kind: "payment", Rule: "status_rules[3]"}},
+		{"paypal", "paypal-capture.json", Extracted{ID: "2GG279541U471931P", AmountMinor: 1099, Currency: "USD", Status: "succeeded",
+			ProviderStatus: "COMPLETED", Kind: "payment"}},
+		{"square", "square-payment.json", Extracted{ID: "bP9mAsEMYPUGjjGNaNO5ZDVyLhSZY", AmountMinor: 1000, Currency: "USD",
+			Status: "succeeded", ProviderStatus: "COMPLETED", Kind: "payment"}},
+		{"reconcile", "", Extracted{ID: "tx_1", AmountMinor: 1234, Currency: "eur", Status: "succeeded", ProviderStatus: "succeeded", Kind: "payment"}},
 	} {
 		body := []byte(`{"id":"tx_1","amount_minor":1234,"currency":"eur","status":"succeeded"}`)
 		if tc.fixture != "" {
@@ -45,7 +48,7 @@ func TestExtractDocumentedBodies(t *testing.T) {
 		if r := p.Classify(200, body); r != nil {
 			t.Errorf("%s: a 200 matched rule %+v", tc.profile, r)
 		}
-		got, err := p.Extract(body)
+		got, err := p.Extract(&p.Payment, body)
 		if err != nil || got != tc.want {
 			t.Errorf("%s: Extract = %+v, %v; want %+v", tc.profile, got, err, tc.want)
 		}
@@ -145,25 +148,28 @@ func TestExtractErrors(t *testing.T) {
 		body string
 		want string
 	}{
-		{stripe, `{"id":"pi_1","amount":1.5,"currency":"usd","status":"succeeded"}`, "unreadable body: amount: 1.5 is not an integer"},
-		{stripe, `{"id":"pi_1","currency":"usd","status":"succeeded"}`, "unreadable body: missing amount"},
+		{stripe, `{"id":"pi_1","amount":1.5,"currency":"usd","status":"processing"}`, "unreadable body: amount: 1.5 is not an integer"},
+		{stripe, `{"id":"pi_1","currency":"usd","status":"processing"}`, "unreadable body: missing amount"},
+		{stripe, `{"id":"pi_1","amount":1,"currency":"usd","status":"succeeded"}`, "unreadable body: missing amount_received"},
 		{stripe, `{"id":"pi_1","amount":1,"currency":"usd","status":"succeeded"} x`, "unreadable body: not valid JSON"},
-		{stripe, `{"id":"pi_1","amount":99999999999999999999,"currency":"usd","status":"succeeded"}`, "unreadable body: amount: 99999999999999999999 does not fit in 64 bits"},
+		{stripe, `{"id":"pi_1","amount":99999999999999999999,"currency":"usd","status":"processing"}`, "unreadable body: amount: 99999999999999999999 does not fit in 64 bits"},
+		{stripe, `{"id":"pi_1","amount":150050,"amount_received":150050,"currency":"isk","status":"succeeded"}`,
+			`unreadable body: amount_received: bad amount: 150050 in ISK minor units of 2 decimals: "1500.50" has more than 0 decimal places`},
 		{paypal, `{"id":"C1","amount":{"value":"10.999","currency_code":"USD"},"status":"COMPLETED"}`, `unreadable body: amount.value: bad amount: "10.999" has more than 2 decimal places`},
 		{paypal, `{"id":"C1","amount":{"value":"1000.5","currency_code":"JPY"},"status":"COMPLETED"}`, `unreadable body: amount.value: bad amount: "1000.5" has more than 0 decimal places`},
 		{paypal, `{"id":"C1","amount":{"value":"10.99","currency_code":"USD"},"status":"VOIDED"}`, `provider status "VOIDED" is not in the status map of profile paypal`},
 	} {
-		_, err := tc.p.Extract([]byte(tc.body))
+		_, err := tc.p.Extract(&tc.p.Payment, []byte(tc.body))
 		if err == nil || err.Error() != tc.want {
 			t.Errorf("%s %s:\n got %v\nwant %s", tc.p.Name, tc.body, err, tc.want)
 		}
 	}
-	got, err := paypal.Extract([]byte(`{"id":"C1","amount":{"value":"10.99","currency_code":"USD"},"status":"VOIDED"}`))
+	got, err := paypal.Extract(&paypal.Payment, []byte(`{"id":"C1","amount":{"value":"10.99","currency_code":"USD"},"status":"VOIDED"}`))
 	var ue *UnmappedStatusError
 	if !errors.As(err, &ue) || ue.Status != "VOIDED" || got.AmountMinor != 1099 || got.ProviderStatus != "VOIDED" {
 		t.Errorf("unmapped: %+v, %v", got, err)
 	}
-	got, err = paypal.Extract([]byte(`{"id":"C1","amount":{"value":"1500","currency_code":"JPY"},"status":"REFUNDED"}`))
+	got, err = paypal.Extract(&paypal.Payment, []byte(`{"id":"C1","amount":{"value":"1500","currency_code":"JPY"},"status":"REFUNDED"}`))
 	if err != nil || got.AmountMinor != 1500 || got.Status != "refunded" {
 		t.Errorf("JPY: %+v, %v", got, err)
 	}
@@ -186,7 +192,7 @@ func TestExtractFormats(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		got, err := p.Extract([]byte(`{"id":"x","amt":` + tc.amount + `,"cur":"EUR","st":"succeeded"}`))
+		got, err := p.Extract(&p.Payment, []byte(`{"id":"x","amt":`+tc.amount+`,"cur":"EUR","st":"succeeded"}`))
 		if err != nil || got.AmountMinor != tc.want {
 			t.Errorf("%s %s = %d, %v; want %d", tc.format, tc.amount, got.AmountMinor, err, tc.want)
 		}
@@ -200,6 +206,8 @@ func FuzzParse(f *testing.F) {
 		b, _ := builtinFS.ReadFile("builtin/" + name + ".json")
 		f.Add(b)
 	}
+	checkout, _ := os.ReadFile(filepath.Join("..", "..", "testdata", "profiles", "checkout.json"))
+	f.Add(checkout)
 	bad, _ := filepath.Glob(filepath.Join("..", "..", "testdata", "profiles", "bad", "*.json"))
 	for _, path := range bad {
 		b, _ := os.ReadFile(path)
@@ -215,10 +223,24 @@ func FuzzParse(f *testing.F) {
 			}
 			return
 		}
-		if p.Name == "" || p.Request.Path == "" || p.Auth.Type == 0 || p.Record.AmountFormat == 0 {
+		if p.Name == "" || p.Payment.Request.Path == "" || p.Auth.Type == 0 || p.Payment.Reading.Record.AmountFormat == 0 {
 			t.Fatalf("accepted an incomplete profile: %+v", p)
 		}
+		for kind, o := range p.Kinds {
+			if o.Kind != kind || o.Request.Path == "" || o.Reading.Record.ID == "" || o.Reading.Record.AmountFormat == 0 {
+				t.Fatalf("accepted an incomplete %s object: %+v", kind, o)
+			}
+		}
+		for _, r := range p.Payment.Reading.StatusRules {
+			if len(r.When) == 0 || r.Status == "" && r.Amount == "" {
+				t.Fatalf("accepted a rule without effect: %+v", r)
+			}
+		}
 		_ = p.Classify(429, body)
-		_, _ = p.Extract(body)
+		for _, kind := range []string{"payment", "refund", "dispute"} {
+			_, _ = p.Extract(p.ObjectFor(kind), body)
+		}
+		_ = p.KindOf("re_1", "")
+		_, _ = p.Account.Resolve("acct_1")
 	})
 }

@@ -6,7 +6,6 @@ import (
 	"net/url"
 	"os"
 	"slices"
-	"strconv"
 	"strings"
 
 	"github.com/reconcile/reconcile/internal/payments"
@@ -16,8 +15,8 @@ import (
 const MaxFileSize = 1 << 20
 
 // Load returns the built-in profile called nameOrFile or, when there is none
-// of that name, parses the file. A name that is neither is an error listing
-// the built-ins.
+// of that name, parses the file and loads the account map it names. A name
+// that is neither is an error listing the built-ins.
 func Load(nameOrFile string) (*Profile, error) {
 	if p, ok := Builtin(nameOrFile); ok {
 		return p, nil
@@ -42,22 +41,34 @@ func Load(nameOrFile string) (*Profile, error) {
 	if _, err := f.ReadAt(data, 0); err != nil && st.Size() > 0 {
 		return nil, fmt.Errorf("read profile %s: %w", nameOrFile, err)
 	}
-	return Parse(nameOrFile, data)
+	p, err := Parse(nameOrFile, data)
+	if err != nil {
+		return nil, err
+	}
+	if err := p.loadAccountMap(nameOrFile); err != nil {
+		return nil, err
+	}
+	return p, nil
 }
 
+// maxStopAfterNotFound bounds stop_after_not_found: past a few hundred
+// items the rule would only let a wrong URL mark more items missing.
+const maxStopAfterNotFound = 1000
+
 // Parse parses a profile file. file names it in errors. Every problem is an
-// [*Error] with the file, the line and the key.
+// [*Error] with the file, the line and the key. An account map the profile
+// names is not read (see [Load]).
 func Parse(file string, data []byte) (*Profile, error) {
 	root, err := parseTree(file, data)
 	if err != nil {
 		return nil, err
 	}
 	d := parser{file: file}
-	p := &Profile{Source: file}
+	p := &Profile{Source: file, StopAfterNotFound: DefaultStopAfterNotFound}
 	p.Hints.RetryAfter = "Retry-After"
-	p.Request.Method = "GET"
-	p.Record.AmountFormat = AmountMinor
+	p.Payment = newObject(payments.KindPayment)
 	var hasRequest, hasAuth, hasRecord bool
+	var exponentsNode node
 	err = d.object(root, "", fields{
 		"name": func(n node, key string) (err error) {
 			if p.Name, err = d.str(n, key); err != nil {
@@ -79,27 +90,18 @@ func Parse(file string, data []byte) (*Profile, error) {
 			}
 			return nil
 		},
-		"request": func(n node, key string) error { hasRequest = true; return d.request(n, key, &p.Request) },
+		"request": func(n node, key string) error { hasRequest = true; return d.request(n, key, &p.Payment.Request) },
 		"auth":    func(n node, key string) error { hasAuth = true; return d.auth(n, key, &p.Auth) },
-		"record":  func(n node, key string) error { hasRecord = true; return d.record(n, key, &p.Record) },
-		"status_map": func(n node, key string) error {
-			p.StatusMap = map[string]string{}
-			return d.object(n, key, nil, func(m member, key string) error {
-				v, err := d.str(m.val, key)
-				if err != nil {
-					return err
-				}
-				if m.key == "" {
-					return d.errf(m.val, key, "empty provider status")
-				}
-				if !payments.IsStatus(v) {
-					return d.errf(m.val, key, "%q is not a ledger status (want one of %s)", v, strings.Join(payments.Statuses(), ", "))
-				}
-				p.StatusMap[m.key] = v
-				return nil
-			})
+		"record": func(n node, key string) error {
+			hasRecord = true
+			return d.record(n, key, &p.Payment.Reading.Record)
 		},
+		"status_map":   func(n node, key string) error { return d.statusMap(n, key, &p.Payment.Reading) },
+		"status_rules": func(n node, key string) error { return d.statusRules(n, key, &p.Payment.Reading) },
+		"kinds":        func(n node, key string) error { return d.kinds(n, key, p) },
+		"account":      func(n node, key string) error { return d.account(n, key, &p.Account) },
 		"currency_exponents": func(n node, key string) error {
+			exponentsNode = n
 			p.Exponents = map[string]int{}
 			return d.object(n, key, nil, func(m member, key string) error {
 				if !isCurrency(m.key) {
@@ -143,6 +145,10 @@ func Parse(file string, data []byte) (*Profile, error) {
 				"rate_limit_limit": header(&h.Limit),
 			}, nil)
 		},
+		"stop_after_not_found": func(n node, key string) (err error) {
+			p.StopAfterNotFound, err = d.integer(n, key, 0, maxStopAfterNotFound)
+			return err
+		},
 	}, nil)
 	if err != nil {
 		return nil, err
@@ -155,7 +161,55 @@ func Parse(file string, data []byte) (*Profile, error) {
 			return nil, &Error{File: file, Line: root.line, Key: req.key, Msg: "required key missing"}
 		}
 	}
+	if len(p.Exponents) > 0 && !p.hasMinorAmounts() {
+		return nil, d.errf(exponentsNode, "currency_exponents",
+			"used only by minor amounts, and no record here is minor: decimal, milli and units_nanos are major units, converted with ISO 4217's exponent")
+	}
 	return p, nil
+}
+
+// newObject returns an object of kind with the format's defaults.
+func newObject(kind string) Object {
+	return Object{Kind: kind, Request: Request{Method: "GET"}, Reading: Reading{Record: RecordPaths{AmountFormat: AmountMinor}}}
+}
+
+// hasMinorAmounts reports whether any object of p reads minor amounts.
+func (p *Profile) hasMinorAmounts() bool {
+	if p.Payment.Reading.Record.AmountFormat == AmountMinor {
+		return true
+	}
+	for _, o := range p.Kinds {
+		if o.Reading.Record.AmountFormat == AmountMinor {
+			return true
+		}
+	}
+	return false
+}
+
+func (d *parser) statusMap(n node, key string, r *Reading) error {
+	r.StatusMap = map[string]string{}
+	return d.object(n, key, nil, func(m member, key string) error {
+		v, err := d.ledgerStatus(m.val, key)
+		if err != nil {
+			return err
+		}
+		if m.key == "" {
+			return d.errf(m.val, key, "empty provider status")
+		}
+		r.StatusMap[m.key] = v
+		return nil
+	})
+}
+
+func (d *parser) ledgerStatus(n node, key string) (string, error) {
+	v, err := d.str(n, key)
+	if err != nil {
+		return "", err
+	}
+	if !payments.IsStatus(v) {
+		return "", d.errf(n, key, "%q is not a ledger status (want one of %s)", v, strings.Join(payments.Statuses(), ", "))
+	}
+	return v, nil
 }
 
 func (d *parser) request(n node, key string, r *Request) error {
@@ -176,14 +230,20 @@ func (d *parser) request(n node, key string, r *Request) error {
 			if !strings.HasPrefix(r.Path, "/") || strings.ContainsAny(r.Path, "?# \t\r\n") {
 				return d.errf(n, key, "%q: want a path starting with / (query parameters go in request.query)", r.Path)
 			}
-			if strings.Count(r.Path, "{") != strings.Count(r.Path, "{id}") || strings.Count(r.Path, "}") != strings.Count(r.Path, "{id}") {
-				return d.errf(n, key, "%q: the only placeholder is {id}", r.Path)
+			placeholders := strings.Count(r.Path, placeholderID) + strings.Count(r.Path, placeholderAccount)
+			if strings.Count(r.Path, "{") != placeholders || strings.Count(r.Path, "}") != placeholders {
+				return d.errf(n, key, "%q: the only placeholders are {id} and {account}", r.Path)
 			}
 			return nil
 		},
 		"query":   func(n node, key string) (err error) { r.Query, err = d.pairs(n, key, false); return err },
 		"headers": func(n node, key string) (err error) { r.Headers, err = d.pairs(n, key, true); return err },
-		"body":    func(n node, key string) (err error) { r.Body, err = d.str(n, key); return err },
+		"body": func(n node, key string) (err error) {
+			if r.Body, err = d.str(n, key); err != nil {
+				return err
+			}
+			return d.template(n, key, r.Body)
+		},
 		"idempotency_header": func(n node, key string) (err error) {
 			if r.IdempotencyHeader, err = d.str(n, key); err != nil {
 				return err
@@ -364,19 +424,10 @@ func (d *parser) rule(n node, key string) (Rule, error) {
 			}
 		},
 		"path": func(n node, k string) (err error) { r.Path, err = d.path(n, k); return err },
-		"value": func(n node, k string) error {
+		"value": func(n node, k string) (err error) {
 			hasValue, valueNode = true, n
-			switch n.kind {
-			case kindString:
-				r.Value = strconv.Quote(n.text)
-			case kindNumber:
-				r.Value = n.text
-			case kindBool:
-				r.Value = strconv.FormatBool(n.boolean)
-			default:
-				return d.errf(n, k, "want a string, a number or true or false, not %s", n.kind)
-			}
-			return nil
+			r.Value, err = d.literal(n, k)
+			return err
 		},
 		"contains": func(n node, k string) (err error) {
 			if r.Contains, err = d.str(n, k); err == nil && r.Contains == "" {

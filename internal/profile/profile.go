@@ -1,8 +1,11 @@
 // Package profile describes a payment provider as data: how to ask it for one
 // transaction (method, path template, query, headers, auth strategy) and how
 // to read its answer (where the id, amount, currency and status are, the
-// amount's format, the status words, which answers mean missing, throttled,
-// retry, permanent or refused credentials).
+// amount's format, the status words and the rules that derive a status from
+// several fields, which answers mean missing, throttled, retry, permanent,
+// refused credentials or the wrong account). A provider that keeps refunds
+// and disputes as objects of their own has a request and a reading for each
+// kind ([Object]).
 //
 // A profile is parsed strictly from JSON ([Parse], [Load]): an unknown key, a
 // wrong type or an unknown strategy name is an [*Error] naming the file, the
@@ -42,9 +45,14 @@ const (
 	ClassPermanent
 	// ClassAuth: the credentials are refused; stop consuming.
 	ClassAuth
+	// ClassWrongAccount: the answer says the credentials belong to another
+	// mode or account than the object (Stripe's test key asking for a live
+	// object): nothing can be found with them, so calls stop as for an
+	// outage instead of recording the night as missing.
+	ClassWrongAccount
 )
 
-var classNames = []string{"", "missing", "throttle", "locked", "retry", "permanent", "auth"}
+var classNames = []string{"", "missing", "throttle", "locked", "retry", "permanent", "auth", "wrong_account"}
 
 // String returns the class's name in a profile file.
 func (c Class) String() string {
@@ -121,47 +129,43 @@ type Profile struct {
 	// BaseURL is the provider's base URL when none is configured; empty
 	// when the profile has no default.
 	BaseURL string
-	// Request is how one transaction is asked for.
-	Request Request
+	// Payment is how a payment is asked for and read: the file's top-level
+	// request, record, status_map and status_rules. It also serves every
+	// kind of row the profile has no object of its own for.
+	Payment Object
+	// Kinds holds the other kinds of object the provider keeps (refunds,
+	// disputes), each with its own request, by kind (payments.KindRefund,
+	// payments.KindDispute). A kind not in it uses Payment.
+	Kinds map[string]*Object
 	// Auth is the authentication strategy.
 	Auth Auth
-	// Record says where the fields of the answer are.
-	Record RecordPaths
-	// StatusMap maps the provider's status words to the ledger's
-	// vocabulary. Nil means the provider speaks the vocabulary itself and
-	// its words are taken as they are (the built-in reconcile contract).
-	StatusMap map[string]string
-	// Exponents overrides the ISO 4217 exponent of currencies, for decimal,
-	// milli and units_nanos amounts.
+	// Account says what {account} in a request stands for.
+	Account Account
+	// Exponents is the number of decimal places of the provider's minor
+	// units where they depart from ISO 4217 (Stripe's ISK is two-decimal),
+	// applied to minor amounts.
 	Exponents map[string]int
 	// Rules classify answers, tried in order; the first that matches wins.
 	Rules []Rule
 	// Hints names the response headers that carry retry and rate-limit
 	// hints.
 	Hints Hints
+	// StopAfterNotFound is how many distinct first items of a run must all
+	// be answered "not found" in a shape that is not the provider's own
+	// not-found body (no missing rule that looks into the body matched)
+	// before calls stop as for an outage: a wrong base URL, not a night of
+	// missing payments. 0 turns the rule off. Defaults to 20.
+	StopAfterNotFound int
 	// needsBody is true when a rule looks into the body of an answer.
 	needsBody bool
 }
 
-// Request is the lookup request of a profile.
-type Request struct {
-	// Method is GET or POST.
-	Method string
-	// Path is the path template below the base URL; "{id}" is replaced by
-	// the path-escaped transaction id.
-	Path string
-	// Query are query parameters, sorted by name; "{id}" in a value is
-	// replaced by the id.
-	Query []Pair
-	// Headers are extra request headers, sorted by name.
-	Headers []Pair
-	// Body, when not empty, is sent as a JSON body; "{id}" is replaced by
-	// the JSON-escaped id (without quotes).
-	Body string
-	// IdempotencyHeader is the header that carries the item's idempotency
-	// key; empty sends none.
-	IdempotencyHeader string
-}
+// DefaultStopAfterNotFound is Profile.StopAfterNotFound's default: twenty
+// distinct items all answered with a 404 that is not the provider's own
+// not-found body. A real night's first twenty payments are never all
+// unknown to the provider (its missing rate is a few percent at most), and
+// twenty calls cost seconds at any provider's limit.
+const DefaultStopAfterNotFound = 20
 
 // Pair is a name and a value.
 type Pair struct{ Name, Value string }
@@ -199,16 +203,6 @@ func (a Auth) Env() []string {
 		}
 	}
 	return out
-}
-
-// RecordPaths locate the fields of a transaction in an answer. A path is
-// dot-separated keys; a number selects an array element (errors.0.code).
-type RecordPaths struct {
-	ID, Amount, Currency, Status string
-	// AmountFormat is how the amount is written.
-	AmountFormat AmountFormat
-	// UpperCurrency upper-cases the currency (Stripe answers "usd").
-	UpperCurrency bool
 }
 
 // Rule classifies an answer: it matches when the HTTP status matches and,

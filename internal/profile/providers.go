@@ -1,6 +1,7 @@
 package profile
 
 import (
+	"errors"
 	"fmt"
 	"math"
 	"net/url"
@@ -37,8 +38,8 @@ type ProviderEntry struct {
 	Line int
 	// Profile is the profile (a built-in or a file, relative to the
 	// providers file), with its Auth's environment variables replaced by
-	// the entry's: credentials come only from the variables the entry
-	// names.
+	// the entry's (credentials come only from the variables the entry
+	// names) and, when the entry names one, its account map.
 	Profile *Profile
 	// URL is the provider's base URL; empty: the profile's.
 	URL string
@@ -84,7 +85,8 @@ func LoadProviders(file string) (*Providers, error) {
 // file, the line and the key: an unknown key, a duplicate or malformed
 // name, an unknown or bad profile, a URL that is not absolute, a rate that
 // is not positive, credentials the profile's auth strategy does not read,
-// a default that is not one of the providers.
+// an account map the profile would not use or that is bad (named by its own
+// file and line), a default that is not one of the providers.
 func ParseProviders(file string, data []byte) (*Providers, error) {
 	root, err := parseTree(file, data)
 	if err != nil {
@@ -137,8 +139,8 @@ func ParseProviders(file string, data []byte) (*Providers, error) {
 // providerEntry decodes one provider of the file.
 func (d *parser) providerEntry(m member, key string) (ProviderEntry, error) {
 	e := ProviderEntry{Name: m.key, Line: m.line, EnvKeys: map[string]string{}}
-	var profileName string
-	var profileNode node
+	var profileName, accountMap string
+	var profileNode, accountMapNode node
 	env := map[string]string{} // key → variable
 	envNode := map[string]node{}
 	envField := func(name string) func(node, string) error {
@@ -184,6 +186,13 @@ func (d *parser) providerEntry(m member, key string) (ProviderEntry, error) {
 		},
 		"burst": func(n node, key string) (err error) {
 			e.Burst, err = d.integer(n, key, 1, 1_000_000)
+			return err
+		},
+		"account_map": func(n node, key string) (err error) {
+			accountMapNode = n
+			if accountMap, err = d.str(n, key); err == nil && accountMap == "" {
+				return d.errf(n, key, "empty: want the account map's file, relative to the providers file")
+			}
 			return err
 		},
 		"token_env":         envField("token_env"),
@@ -254,6 +263,24 @@ func (d *parser) providerEntry(m member, key string) (ProviderEntry, error) {
 			Msg: fmt.Sprintf("required: profile %s authenticates with %s; name the environment variable(s) %s", p.Name, p.Auth.Type, strings.Join(missing, " and "))}
 	}
 	cp.Auth = a
+	if accountMap != "" {
+		if !cp.Payment.Request.UsesAccount() && !cp.kindsUseAccount() {
+			return e, d.errf(accountMapNode, key+".account_map", "profile %s sends no {account}: the map would not be used", p.Name)
+		}
+		path := accountMap
+		if !filepath.IsAbs(path) {
+			path = filepath.Join(filepath.Dir(d.file), path)
+		}
+		m, err := LoadAccountMap(path)
+		if err != nil {
+			var pe *Error
+			if errors.As(err, &pe) {
+				return e, err
+			}
+			return e, d.errf(accountMapNode, key+".account_map", "%v", err)
+		}
+		cp.Account.Map, cp.Account.MapFile = m, path
+	}
 	e.Profile = &cp
 	return e, nil
 }

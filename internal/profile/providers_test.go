@@ -37,17 +37,48 @@ func TestParseProviders(t *testing.T) {
 	}
 }
 
+// TestProvidersAccountMap: a providers file entry gives a built-in profile
+// an account map, read beside the providers file; the built-in stays as it
+// is for other entries.
+func TestProvidersAccountMap(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, "connect.json"), []byte(`{"player-17": "acct_1Nv0FGQ9RKHgCVdK", "house": ""}`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	p, err := ParseProviders(filepath.Join(dir, "providers.json"), []byte(`{"providers": {
+  "cards": {"profile": "stripe", "token_env": "K", "account_map": "connect.json"},
+  "plain": {"profile": "stripe", "token_env": "K2"}}, "default": "cards"}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cards, _ := p.Lookup("cards")
+	if got, err := cards.Profile.Account.Resolve("player-17"); err != nil || got != "acct_1Nv0FGQ9RKHgCVdK" {
+		t.Errorf("cards: %q, %v", got, err)
+	}
+	if _, err := cards.Profile.Account.Resolve("player-18"); err == nil {
+		t.Error("cards: an account the map lacks resolved")
+	}
+	plain, _ := p.Lookup("plain")
+	if got, err := plain.Profile.Account.Resolve("player-17"); err != nil || got != "" || plain.Profile.Account.Map != nil {
+		t.Errorf("plain: %q, %v", got, err)
+	}
+}
+
 func TestParseProvidersErrors(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
 	if err := os.WriteFile(filepath.Join(dir, "bad.json"), []byte(`{"name": "x"`), 0o600); err != nil {
 		t.Fatal(err)
 	}
+	if err := os.WriteFile(filepath.Join(dir, "dup-map.json"), []byte("{\"a\": \"acct_1\",\n\"a\": \"acct_2\"}"), 0o600); err != nil {
+		t.Fatal(err)
+	}
 	for _, tc := range []struct{ name, in, want string }{
 		{"not an object", `[]`, "p.json:1: want a JSON object, not an array"},
 		{"no providers", `{"default": "a"}`, "p.json:1: providers: required: at least one provider"},
 		{"unknown key", `{"providers": {"a": {"profile": "reconcile", "url": "http://x", "rat": 1}}}`,
-			"p.json:1: providers.a.rat: unknown key (want burst, client_id_env, client_secret_env, password_env, profile, rate, token_env, url, username_env)"},
+			"p.json:1: providers.a.rat: unknown key (want account_map, burst, client_id_env, client_secret_env, password_env, profile, rate, token_env, url, username_env)"},
 		{"duplicate", "{\"providers\": {\n\"a\": {\"profile\": \"reconcile\", \"url\": \"http://x\"},\n\"a\": {\"profile\": \"reconcile\", \"url\": \"http://y\"}}}",
 			"p.json:3: a: duplicate key (first on line 2)"},
 		{"bad name", `{"providers": {"Stripe": {"profile": "stripe", "token_env": "K"}}}`,
@@ -69,6 +100,12 @@ func TestParseProvidersErrors(t *testing.T) {
 			"p.json:1: default: required with several providers: the provider of payments that name none"},
 		{"unknown default", `{"providers": {"a": {"profile": "reconcile", "url": "http://x"}}, "default": "b"}`,
 			`p.json:1: default: "b" is not one of the providers (a)`},
+		{"account map of a profile without {account}", `{"providers": {"a": {"profile": "square", "token_env": "K", "account_map": "m.json"}}}`,
+			"p.json:1: providers.a.account_map: profile square sends no {account}: the map would not be used"},
+		{"bad account map", `{"providers": {"a": {"profile": "stripe", "token_env": "K", "account_map": "dup-map.json"}}}`,
+			"dup-map.json:2: a: duplicate key (first on line 1)"},
+		{"empty account map name", `{"providers": {"a": {"profile": "stripe", "token_env": "K", "account_map": ""}}}`,
+			"p.json:1: providers.a.account_map: empty: want the account map's file, relative to the providers file"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()

@@ -59,8 +59,13 @@ const maxDepth = 32
 // parseTree parses data, at most MaxFileSize bytes, into a tree. Errors
 // carry the line of the fault.
 func parseTree(file string, data []byte) (node, error) {
-	if len(data) > MaxFileSize {
-		return node{}, &Error{File: file, Msg: fmt.Sprintf("larger than %d bytes", MaxFileSize)}
+	return parseTreeLimit(file, data, MaxFileSize)
+}
+
+// parseTreeLimit is parseTree for a file of at most limit bytes.
+func parseTreeLimit(file string, data []byte, limit int) (node, error) {
+	if len(data) > limit {
+		return node{}, &Error{File: file, Msg: fmt.Sprintf("larger than %d bytes", limit)}
 	}
 	t := &treeReader{file: file, data: data, dec: json.NewDecoder(bytes.NewReader(data))}
 	t.dec.UseNumber()

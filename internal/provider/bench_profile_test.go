@@ -40,9 +40,14 @@ var reconcileBody = []byte(`{"id":"tx_20261024_0000042","amount_minor":1099,"cur
 
 // BenchmarkDecode compares reading one answer: the built-in contract with
 // its old decoder and with its profile, and a whole Stripe PaymentIntent (a
-// body 25 times larger, as stripe-mock answers) with the stripe profile.
+// body 25 times larger, as stripe-mock answers) with the stripe profile;
+// stripe-expanded is the PaymentIntent with its charge expanded, as the
+// stripe profile asks for it (its status rules read the charge), and
+// stripe-refund a Refund, negated.
 func BenchmarkDecode(b *testing.B) {
 	stripeBody := stripeMockBody(b)
+	expandedBody := fixture(b, "stripe-mock-payment-intent-expanded.json")
+	refundBody := fixture(b, "stripe-mock-refund.json")
 	rp, _ := profile.Builtin("reconcile")
 	sp, _ := profile.Builtin("stripe")
 	b.Run("builtin-json", func(b *testing.B) {
@@ -56,15 +61,18 @@ func BenchmarkDecode(b *testing.B) {
 	for _, tc := range []struct {
 		name string
 		p    *profile.Profile
+		kind string
 		body []byte
-	}{{"reconcile-profile", rp, reconcileBody}, {"stripe-profile", sp, stripeBody}} {
+	}{{"reconcile-profile", rp, "payment", reconcileBody}, {"stripe-profile", sp, "payment", stripeBody},
+		{"stripe-expanded", sp, "payment", expandedBody}, {"stripe-refund", sp, "refund", refundBody}} {
 		b.Run(tc.name, func(b *testing.B) {
 			b.SetBytes(int64(len(tc.body)))
+			o := tc.p.ObjectFor(tc.kind)
 			for b.Loop() {
 				if r := tc.p.Classify(200, tc.body); r != nil {
 					b.Fatal("rule matched")
 				}
-				if _, err := tc.p.Extract(tc.body); err != nil {
+				if _, err := tc.p.Extract(o, tc.body); err != nil {
 					b.Fatal(err)
 				}
 			}
@@ -98,7 +106,7 @@ func BenchmarkGet(b *testing.B) {
 				id = "pi_3MtwBwLkdIwHu7ix28a3tqPa"
 			}
 			for b.Loop() {
-				if _, err := c.Get(b.Context(), id, "k"); err != nil {
+				if _, err := c.Get(b.Context(), Lookup{TransactionID: id, IdempotencyKey: "k"}); err != nil {
 					b.Fatal(err)
 				}
 			}

@@ -52,9 +52,9 @@ func isCredentialHeader(name string) bool {
 // Check makes one lookup like [Client.Get] and also returns the exchange:
 // the request as sent (credentials redacted) and the whole body. It is the
 // tool for trying a profile against a provider.
-func (c *Client) Check(ctx context.Context, transactionID, idempotencyKey string) (Exchange, Response, error) {
+func (c *Client) Check(ctx context.Context, l Lookup) (Exchange, Response, error) {
 	var ex Exchange
-	resp, body, err := c.call(ctx, transactionID, idempotencyKey, &ex)
+	resp, body, err := c.call(ctx, l, &ex)
 	ex.Body = body
 	return ex, resp, err
 }

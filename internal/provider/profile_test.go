@@ -117,13 +117,13 @@ func TestPayPalOAuth2(t *testing.T) {
 	})
 	logger := slog.New(slog.NewTextHandler(&logs, nil))
 
-	resp, err := c.Get(t.Context(), "2GG279541U471931P", "k1")
+	resp, err := c.Get(t.Context(), Lookup{TransactionID: "2GG279541U471931P", IdempotencyKey: "k1"})
 	if err != nil || resp.Status != 200 || resp.Record != (Record{"2GG279541U471931P", 1099, "USD", "succeeded"}) || resp.ProviderStatus != "COMPLETED" {
 		t.Fatalf("Get = %+v, %v", resp, err)
 	}
 	// The token is cached: more calls, one token.
 	for _, id := range []string{"2GG279541U471931P", "MISSING", "RATE"} {
-		resp, err = c.Get(t.Context(), id, "k")
+		resp, err = c.Get(t.Context(), Lookup{TransactionID: id, IdempotencyKey: "k"})
 		logger.Info("call", "resp", resp, "err", err, "config", c.cfg)
 		if err != nil {
 			t.Fatal(err)
@@ -135,14 +135,14 @@ func TestPayPalOAuth2(t *testing.T) {
 	if n := srv.tokens.Load(); n != 1 {
 		t.Errorf("%d tokens fetched for 4 calls, want 1", n)
 	}
-	if resp, _ := c.Get(t.Context(), "MISSING", "k"); resp.Class != profile.ClassMissing {
+	if resp, _ := c.Get(t.Context(), Lookup{TransactionID: "MISSING", IdempotencyKey: "k"}); resp.Class != profile.ClassMissing {
 		t.Errorf("MISSING: class %v", resp.Class)
 	}
 
 	// A revoked token: one refresh, one retry, success.
 	srv.revoke()
 	before := srv.lookups.Load()
-	resp, err = c.Get(t.Context(), "2GG279541U471931P", "k")
+	resp, err = c.Get(t.Context(), Lookup{TransactionID: "2GG279541U471931P", IdempotencyKey: "k"})
 	if err != nil || resp.Status != 200 {
 		t.Fatalf("after revoke: %+v, %v", resp, err)
 	}
@@ -154,12 +154,12 @@ func TestPayPalOAuth2(t *testing.T) {
 	bad := newClient(t, srv.URL, func(c *Config) {
 		c.Profile, c.ClientID, c.ClientSecret = loadProfile(t, "paypal"), "client-1", "wrong-"+testClientSecret
 	})
-	resp, err = bad.Get(t.Context(), "2GG279541U471931P", "k")
+	resp, err = bad.Get(t.Context(), Lookup{TransactionID: "2GG279541U471931P", IdempotencyKey: "k"})
 	if err != nil || resp.Status != 401 || resp.Class != profile.ClassAuth || !strings.Contains(resp.BodyExcerpt, "invalid_client") {
 		t.Errorf("wrong secret: %+v, %v", resp, err)
 	}
 	logger.Info("refused", "resp", resp, "config", bad.cfg)
-	ex, _, _ := c.Check(t.Context(), "2GG279541U471931P", "k")
+	ex, _, _ := c.Check(t.Context(), Lookup{TransactionID: "2GG279541U471931P", IdempotencyKey: "k"})
 	out := fmt.Sprintf("%v %+v %#v %s", ex, ex, ex.RequestHeader, logs.String())
 	for _, secret := range []string{testClientSecret, testAccessToken} {
 		if strings.Contains(out, secret) {
@@ -222,7 +222,7 @@ func TestProfileRequest(t *testing.T) {
 		t.Fatal(err)
 	}
 	c := newClient(t, srv.URL, func(c *Config) { c.Profile, c.Token, c.Username, c.Password = p, "", "user", "p4ss" })
-	resp, err := c.Get(t.Context(), `a"b/c`, "key-1")
+	resp, err := c.Get(t.Context(), Lookup{TransactionID: `a"b/c`, IdempotencyKey: "key-1"})
 	if err != nil || resp.Record != (Record{`a"b/c`, 1099, "EUR", "succeeded"}) {
 		t.Fatalf("Get = %+v, %v", resp, err)
 	}
@@ -251,22 +251,46 @@ func TestCheckoutProfileFromDocs(t *testing.T) {
 			_, _ = w.Write(fixture(t, "checkout-payment.json"))
 		case "/payments/pay_busy":
 			w.WriteHeader(http.StatusTooManyRequests)
+		case "/payments/pay_partial":
+			_, _ = w.Write([]byte(`{"id":"pay_partial","amount":6540,"currency":"USD","status":"Partially Captured",
+				"balances":{"total_authorized":6540,"total_captured":4000,"total_refunded":0}}`))
 		default:
+			if word, ok := strings.CutPrefix(r.URL.Path, "/payments/pay_status_"); ok {
+				_, _ = fmt.Fprintf(w, `{"id":"pay_status_%s","amount":100,"currency":"EUR","status":%q}`, word, strings.ReplaceAll(word, "_", " "))
+				return
+			}
 			w.WriteHeader(http.StatusNotFound) // Checkout.com answers an empty body
 		}
 	}))
 	t.Cleanup(srv.Close)
-	c := newClient(t, srv.URL, func(c *Config) {
-		c.Profile = loadProfile(t, filepath.Join("..", "..", "testdata", "profiles", "checkout.json"))
-	})
-	resp, err := c.Get(t.Context(), "pay_mbabizu24mvu3mela5njyhpit4", "k")
+	checkout := loadProfile(t, filepath.Join("..", "..", "testdata", "profiles", "checkout.json"))
+	if _, err := New(Config{Profile: checkout, Token: testToken}); err == nil {
+		t.Error("a client without the account's base URL was built")
+	}
+	c := newClient(t, srv.URL, func(c *Config) { c.Profile = checkout })
+	// Every status the API reference and the SDKs list is mapped.
+	for word, want := range map[string]string{"Pending": "pending", "Requested": "pending", "Active": "pending",
+		"Authentication_Requested": "pending", "Retry_Scheduled": "pending", "Authorized": "pending", "Card_Verified": "pending",
+		"Partially_Captured": "succeeded", "Captured": "succeeded", "Paid": "succeeded", "Partially_Refunded": "partially_refunded",
+		"Refunded": "refunded", "Chargeback": "disputed", "Declined": "failed", "Voided": "canceled", "Canceled": "canceled",
+		"Expired": "canceled"} {
+		resp, err := c.Get(t.Context(), Lookup{TransactionID: "pay_status_" + word})
+		if err != nil || resp.Record.Status != want {
+			t.Errorf("%s: %+v, %v; want %s", word, resp.Record, err, want)
+		}
+	}
+	// A partial capture reads what was captured.
+	if resp, err := c.Get(t.Context(), Lookup{TransactionID: "pay_partial"}); err != nil || resp.Record.AmountMinor != 4000 || resp.Record.Status != "succeeded" {
+		t.Errorf("partial capture: %+v, %v", resp.Record, err)
+	}
+	resp, err := c.Get(t.Context(), Lookup{TransactionID: "pay_mbabizu24mvu3mela5njyhpit4", IdempotencyKey: "k"})
 	if err != nil || resp.Record != (Record{"pay_mbabizu24mvu3mela5njyhpit4", 6540, "USD", "succeeded"}) || resp.ProviderStatus != "Captured" {
 		t.Errorf("Get = %+v, %v", resp, err)
 	}
-	if resp, err := c.Get(t.Context(), "pay_nope", "k"); err != nil || resp.Status != 404 || resp.Class != profile.ClassMissing {
+	if resp, err := c.Get(t.Context(), Lookup{TransactionID: "pay_nope", IdempotencyKey: "k"}); err != nil || resp.Status != 404 || resp.Class != profile.ClassMissing {
 		t.Errorf("missing: %+v, %v", resp, err)
 	}
-	if resp, err := c.Get(t.Context(), "pay_busy", "k"); err != nil || resp.Class != profile.ClassThrottle {
+	if resp, err := c.Get(t.Context(), Lookup{TransactionID: "pay_busy", IdempotencyKey: "k"}); err != nil || resp.Class != profile.ClassThrottle {
 		t.Errorf("throttle: %+v, %v", resp, err)
 	}
 }
@@ -278,7 +302,7 @@ func TestUnmappedStatus(t *testing.T) {
 	}))
 	t.Cleanup(srv.Close)
 	c := newClient(t, srv.URL, func(c *Config) { c.Profile = loadProfile(t, "stripe") })
-	resp, err := c.Get(t.Context(), "pi_1", "k")
+	resp, err := c.Get(t.Context(), Lookup{TransactionID: "pi_1", IdempotencyKey: "k"})
 	var ue *profile.UnmappedStatusError
 	if KindOf(err) != KindUnmappedStatus || !errors.As(err, &ue) || resp.ProviderStatus != "requires_reauthorization" || resp.Record.AmountMinor != 500 {
 		t.Errorf("Get = %+v, %v", resp, err)

@@ -220,11 +220,24 @@ type Response struct {
 	// as Record.Status for a profile without a status map); also set with
 	// an error of kind [KindUnmappedStatus].
 	ProviderStatus string
+	// Kind is the kind of object asked for (payment, refund, dispute): the
+	// item's, or the payment object's when the profile has none of its
+	// own for the item's kind.
+	Kind string
+	// Rule names the profile's status rule that decided Record's status or
+	// amount (status_rules[0]); empty when none held.
+	Rule string
 	// Class is the class of the profile's first error rule that matched the
 	// answer; 0 when none did and the status alone decides. Reason is the
 	// rule's reason word (empty for the default).
 	Class  profile.Class
 	Reason string
+	// OwnNotFound is true when the rule that matched is a missing rule
+	// that looks into the body (its path or text): the provider itself
+	// said it has no such object, in its own words. A 404 that no such
+	// rule recognises could as well be a wrong base URL's route-not-found
+	// page.
+	OwnNotFound bool
 	// RetryAfter is the parsed Retry-After header, clamped to
 	// [0, MaxRetryAfter]; HasRetryAfter reports whether the header was present
 	// and well-formed.
@@ -261,10 +274,13 @@ const (
 	// KindUnmappedStatus: a valid record whose status word the profile's
 	// status map does not know (Response.ProviderStatus).
 	KindUnmappedStatus
+	// KindUnmappedAccount: the item's account is not in the profile's
+	// account map; nothing was asked.
+	KindUnmappedAccount
 )
 
 // String returns the kind as a short machine word (connection, timeout,
-// canceled, body_too_large, bad_body, unmapped_status).
+// canceled, body_too_large, bad_body, unmapped_status, unmapped_account).
 func (k ErrorKind) String() string {
 	switch k {
 	case KindConnection:
@@ -279,6 +295,8 @@ func (k ErrorKind) String() string {
 		return "bad_body"
 	case KindUnmappedStatus:
 		return "unmapped_status"
+	case KindUnmappedAccount:
+		return "unmapped_account"
 	default:
 		return "unknown"
 	}
@@ -306,9 +324,24 @@ func KindOf(err error) ErrorKind {
 	return 0
 }
 
-// Get looks up one transaction. Every call carries idempotencyKey in the
-// profile's idempotency header, when it has one (use the same key on every
-// retry of an item).
+// Lookup is one item to ask the provider about.
+type Lookup struct {
+	// TransactionID is the id asked for.
+	TransactionID string
+	// IdempotencyKey goes in the profile's idempotency header, when it has
+	// one; use the same key on every retry of an item.
+	IdempotencyKey string
+	// Kind is the row's kind as its file states it (payment, refund,
+	// dispute); empty: the profile decides by the id (see
+	// [profile.Profile.KindOf]).
+	Kind string
+	// AccountID is the item's account, for {account} in the request.
+	AccountID string
+}
+
+// Get looks up one transaction: the profile's object of the item's kind,
+// asked with its request (a refund at the refund endpoint), read in the
+// ledger's terms.
 //
 // A non-2xx answer is not an error: it is returned in Response.Status (and
 // Response.Class when an error rule matched) for the caller to decide; so is
@@ -317,38 +350,47 @@ func KindOf(err error) ErrorKind {
 // or a 2xx body was unreadable (bad body, body too large) or its status
 // unmapped; in the latter cases Response still carries the status and
 // headers. With OAuth2, a 401 makes the client fetch a new access token and
-// call once more before it answers the 401.
-func (c *Client) Get(ctx context.Context, transactionID, idempotencyKey string) (Response, error) {
-	resp, _, err := c.call(ctx, transactionID, idempotencyKey, nil)
+// call once more before it answers the 401. An item whose account the
+// profile's account map lacks is not asked about: the error is of kind
+// [KindUnmappedAccount].
+func (c *Client) Get(ctx context.Context, l Lookup) (Response, error) {
+	resp, _, err := c.call(ctx, l, nil)
 	return resp, err
 }
 
 // call makes the lookup, retrying once after a 401 with a fresh OAuth2
 // token. ex, when not nil, receives the request and the whole body.
-func (c *Client) call(ctx context.Context, transactionID, idempotencyKey string, ex *Exchange) (Response, []byte, error) {
-	resp, body, used, err := c.once(ctx, transactionID, idempotencyKey, ex)
+func (c *Client) call(ctx context.Context, l Lookup, ex *Exchange) (Response, []byte, error) {
+	o := c.profile.ObjectFor(c.profile.KindOf(l.TransactionID, l.Kind))
+	resp, body, used, err := c.once(ctx, o, l, ex)
 	if err == nil && resp.Status == http.StatusUnauthorized && c.oauth != nil && used != "" {
 		c.oauth.invalidate(used)
-		resp, body, _, err = c.once(ctx, transactionID, idempotencyKey, ex)
+		resp, body, _, err = c.once(ctx, o, l, ex)
 	}
 	return resp, body, err
 }
 
-// once makes one lookup. used is the OAuth2 access token sent, if any.
-func (c *Client) once(ctx context.Context, transactionID, idempotencyKey string, ex *Exchange) (resp Response, body []byte, used string, err error) {
+// once makes one lookup of object o. used is the OAuth2 access token sent,
+// if any.
+func (c *Client) once(ctx context.Context, o *profile.Object, l Lookup, ex *Exchange) (resp Response, body []byte, used string, err error) {
+	transactionID := l.TransactionID
 	fail := func(kind ErrorKind, err error) error {
 		return &Error{Kind: kind, TransactionID: transactionID, Err: err}
 	}
 	parent := ctx
 	ctx, cancel := context.WithTimeout(ctx, c.cfg.Timeout)
 	defer cancel()
-	req, err := c.newRequest(ctx, transactionID, idempotencyKey)
-	if err != nil {
-		return Response{}, nil, "", fail(KindConnection, errors.New("build request"))
+	req, err := c.newRequest(ctx, &o.Request, l)
+	var unmapped *profile.UnmappedAccountError
+	switch {
+	case errors.As(err, &unmapped):
+		return Response{Kind: o.Kind}, nil, "", fail(KindUnmappedAccount, err)
+	case err != nil:
+		return Response{Kind: o.Kind}, nil, "", fail(KindConnection, errors.New("build request"))
 	}
 	used, tokResp, err := c.authorize(ctx, req)
 	if ex != nil {
-		ex.record(req, c.profile.Request.Body != "")
+		ex.record(req, o.Request.Body != "")
 	}
 	if err != nil {
 		if parent.Err() != nil {
@@ -368,7 +410,7 @@ func (c *Client) once(ctx context.Context, transactionID, idempotencyKey string,
 	defer hresp.Body.Close()
 
 	h := c.profile.Hints
-	out := Response{Status: hresp.StatusCode, Header: hresp.Header}
+	out := Response{Status: hresp.StatusCode, Header: hresp.Header, Kind: o.Kind}
 	out.RetryAfter, out.HasRetryAfter = ParseRetryAfter(hresp.Header.Get(h.RetryAfter), time.Now())
 	if h.ShouldRetry != "" {
 		switch strings.ToLower(strings.TrimSpace(hresp.Header.Get(h.ShouldRetry))) {
@@ -415,10 +457,10 @@ func (c *Client) once(ctx context.Context, transactionID, idempotencyKey string,
 	if c.classifyAnswer(&out, body); !ok || out.Class != 0 {
 		return out, body, used, nil
 	}
-	rec, err := c.profile.Extract(body)
-	var unmapped *profile.UnmappedStatusError
+	rec, err := c.profile.Extract(o, body)
+	var unmappedStatus *profile.UnmappedStatusError
 	switch {
-	case errors.As(err, &unmapped):
+	case errors.As(err, &unmappedStatus):
 		out.ProviderStatus = rec.ProviderStatus
 		out.Record = Record{ID: rec.ID, AmountMinor: rec.AmountMinor, Currency: rec.Currency}
 		return out, body, used, fail(KindUnmappedStatus, err)
@@ -428,7 +470,7 @@ func (c *Client) once(ctx context.Context, transactionID, idempotencyKey string,
 		return out, body, used, fail(KindBadBody, fmt.Errorf("body is for transaction %q", rec.ID))
 	}
 	out.Record = Record{ID: rec.ID, AmountMinor: rec.AmountMinor, Currency: rec.Currency, Status: rec.Status}
-	out.ProviderStatus = rec.ProviderStatus
+	out.ProviderStatus, out.Rule = rec.ProviderStatus, rec.Rule
 	return out, body, used, nil
 }
 
@@ -436,6 +478,7 @@ func (c *Client) once(ctx context.Context, transactionID, idempotencyKey string,
 func (c *Client) classifyAnswer(out *Response, body []byte) {
 	if r := c.profile.Classify(out.Status, body); r != nil {
 		out.Class, out.Reason = r.Class, r.Reason
+		out.OwnNotFound = r.Class == profile.ClassMissing && r.LooksAtBody()
 	}
 }
 

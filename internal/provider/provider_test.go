@@ -43,7 +43,7 @@ func TestGetSendsContract(t *testing.T) {
 	t.Cleanup(srv.Close)
 
 	c := newClient(t, srv.URL+"/api/", nil)
-	resp, err := c.Get(t.Context(), "tx_1", "nightly-2026-10-24:tx_1")
+	resp, err := c.Get(t.Context(), Lookup{TransactionID: "tx_1", IdempotencyKey: "nightly-2026-10-24:tx_1"})
 	if err != nil {
 		t.Fatalf("Get: %v", err)
 	}
@@ -58,7 +58,7 @@ func TestGetSendsContract(t *testing.T) {
 
 	// No token: no Authorization header at all.
 	c = newClient(t, srv.URL, func(c *Config) { c.Token = "" })
-	if _, err := c.Get(t.Context(), "tx_1", "k"); err != nil {
+	if _, err := c.Get(t.Context(), Lookup{TransactionID: "tx_1", IdempotencyKey: "k"}); err != nil {
 		t.Fatalf("Get: %v", err)
 	}
 	if s := <-got; s.auth != "" {
@@ -80,7 +80,7 @@ func TestGetEscapesIDs(t *testing.T) {
 	t.Cleanup(srv.Close)
 	c := newClient(t, srv.URL, nil)
 	for _, id := range ids {
-		resp, err := c.Get(t.Context(), id, "k")
+		resp, err := c.Get(t.Context(), Lookup{TransactionID: id, IdempotencyKey: "k"})
 		if err != nil || resp.Status != 404 {
 			t.Fatalf("Get(%q) = %d, %v", id, resp.Status, err)
 		}
@@ -126,7 +126,7 @@ func TestGetStatusAndHeaders(t *testing.T) {
 	c := newClient(t, srv.URL, nil)
 	get := func(id string) Response {
 		t.Helper()
-		r, err := c.Get(t.Context(), id, "k")
+		r, err := c.Get(t.Context(), Lookup{TransactionID: id, IdempotencyKey: "k"})
 		if err != nil {
 			t.Fatalf("Get(%s): %v", id, err)
 		}
@@ -218,7 +218,7 @@ func TestGetErrors(t *testing.T) {
 		{"other", KindBadBody},
 	}
 	for _, tc := range cases {
-		_, err := c.Get(t.Context(), tc.id, "k")
+		_, err := c.Get(t.Context(), Lookup{TransactionID: tc.id, IdempotencyKey: "k"})
 		if KindOf(err) != tc.kind {
 			t.Errorf("Get(%s) error = %v (kind %v), want kind %v", tc.id, err, KindOf(err), tc.kind)
 		}
@@ -228,7 +228,7 @@ func TestGetErrors(t *testing.T) {
 	}
 
 	// A huge error body is not an error: the status decides.
-	resp, err := c.Get(t.Context(), "hugeerror", "k")
+	resp, err := c.Get(t.Context(), Lookup{TransactionID: "hugeerror", IdempotencyKey: "k"})
 	if err != nil || resp.Status != 502 || len(resp.BodyExcerpt) != ExcerptSize {
 		t.Errorf("hugeerror: %d %d-byte excerpt, %v", resp.Status, len(resp.BodyExcerpt), err)
 	}
@@ -236,7 +236,7 @@ func TestGetErrors(t *testing.T) {
 	// The caller's own cancellation is not the provider's fault.
 	ctx, cancel := context.WithCancel(t.Context())
 	cancel()
-	if _, err := c.Get(ctx, "slow", "k"); KindOf(err) != KindCanceled || !errors.Is(err, context.Canceled) {
+	if _, err := c.Get(ctx, Lookup{TransactionID: "slow", IdempotencyKey: "k"}); KindOf(err) != KindCanceled || !errors.Is(err, context.Canceled) {
 		t.Errorf("canceled: %v (kind %v)", err, KindOf(err))
 	}
 }
@@ -250,7 +250,7 @@ func TestGetConnectionError(t *testing.T) {
 	addr := ln.Addr().String()
 	ln.Close() // nothing listens there now
 	c := newClient(t, "http://"+addr, nil)
-	_, err = c.Get(t.Context(), "tx", "k")
+	_, err = c.Get(t.Context(), Lookup{TransactionID: "tx", IdempotencyKey: "k"})
 	if KindOf(err) != KindConnection {
 		t.Fatalf("error = %v (kind %v), want connection", err, KindOf(err))
 	}

@@ -9,21 +9,42 @@ import (
 	"github.com/reconcile/reconcile/internal/profile"
 )
 
-// newRequest builds the profile's lookup request for one transaction,
-// without credentials.
-func (c *Client) newRequest(ctx context.Context, id, idempotencyKey string) (*http.Request, error) {
-	pr := &c.profile.Request
-	target := c.base + strings.ReplaceAll(pr.Path, "{id}", url.PathEscape(id))
+// newRequest builds request pr for item l, without credentials: {id} and
+// {account} replaced, escaped for where they stand. The error is an
+// [*profile.UnmappedAccountError] when the item's account cannot be
+// resolved.
+func (c *Client) newRequest(ctx context.Context, pr *profile.Request, l Lookup) (*http.Request, error) {
+	var account string
+	if pr.UsesAccount() {
+		var err error
+		if account, err = c.profile.Account.Resolve(l.AccountID); err != nil {
+			return nil, err
+		}
+		if account == "" && strings.Contains(pr.Path, "{account}") {
+			return nil, &profile.UnmappedAccountError{AccountID: l.AccountID}
+		}
+	}
+	id := l.TransactionID
+	expand := func(template string, escape func(string) string) string {
+		if !strings.Contains(template, "{") {
+			return template
+		}
+		return strings.NewReplacer("{id}", escape(id), "{account}", escape(account)).Replace(template)
+	}
+	asIs := func(s string) string { return s }
+	target := c.base + expand(pr.Path, url.PathEscape)
 	if len(pr.Query) > 0 {
 		q := make(url.Values, len(pr.Query))
 		for _, p := range pr.Query {
-			q.Add(p.Name, strings.ReplaceAll(p.Value, "{id}", id))
+			if v := expand(p.Value, asIs); v != "" {
+				q.Add(p.Name, v)
+			}
 		}
 		target += "?" + q.Encode()
 	}
 	var body *strings.Reader
 	if pr.Body != "" {
-		body = strings.NewReader(strings.ReplaceAll(pr.Body, "{id}", jsonEscape(id)))
+		body = strings.NewReader(expand(pr.Body, jsonEscape))
 	}
 	var req *http.Request
 	var err error
@@ -36,13 +57,15 @@ func (c *Client) newRequest(ctx context.Context, id, idempotencyKey string) (*ht
 		return nil, err
 	}
 	for _, h := range pr.Headers {
-		req.Header.Set(h.Name, h.Value)
+		if v := expand(h.Value, asIs); v != "" {
+			req.Header.Set(h.Name, v)
+		}
 	}
 	if body != nil {
 		req.Header.Set("Content-Type", "application/json")
 	}
 	if pr.IdempotencyHeader != "" {
-		req.Header.Set(pr.IdempotencyHeader, idempotencyKey)
+		req.Header.Set(pr.IdempotencyHeader, l.IdempotencyKey)
 	}
 	req.Header.Set("Accept", "application/json")
 	req.Header.Set("User-Agent", c.cfg.UserAgent)

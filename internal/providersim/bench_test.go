@@ -31,7 +31,7 @@ func BenchmarkLookup(b *testing.B) {
 		i := 0
 		for pb.Next() {
 			id := recs[i%len(recs)].ID
-			if _, err := c.Get(b.Context(), id, "bench:"+strconv.Itoa(i)); err != nil {
+			if _, err := c.Get(b.Context(), provider.Lookup{TransactionID: id, IdempotencyKey: "bench:" + strconv.Itoa(i)}); err != nil {
 				b.Error(err)
 				return
 			}

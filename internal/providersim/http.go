@@ -60,7 +60,7 @@ type answer struct {
 
 func (s *Server) serveLookup(w http.ResponseWriter, r *http.Request, id string) {
 	now := s.now()
-	a, latency := s.decide(w.Header(), r, id, now)
+	a, latency := s.decide(w.Header(), r, id, nil, now)
 	if latency > 0 {
 		t := time.NewTimer(latency)
 		select {
@@ -79,14 +79,16 @@ func (s *Server) serveLookup(w http.ResponseWriter, r *http.Request, id string) 
 }
 
 // decide does the bookkeeping of one lookup under the lock and chooses the
-// answer and the latency.
-func (s *Server) decide(h http.Header, r *http.Request, id string, now time.Time) (answer, time.Duration) {
+// answer and the latency. sees, when not nil, says whether the endpoint
+// and account asked can see record id (a refund is not found at the
+// PaymentIntents endpoint, nor another account's object); nil sees all.
+func (s *Server) decide(h http.Header, r *http.Request, id string, sees func(id string) bool, now time.Time) (answer, time.Duration) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.calls++
 	sec := s.secondLocked(now)
 	sec.Calls++
-	a := s.answerLocked(h, r, id, now)
+	a := s.answerLocked(h, r, id, sees, now)
 	s.byStatus[a.status]++
 	switch {
 	case a.status == http.StatusTooManyRequests:
@@ -104,7 +106,7 @@ func (s *Server) decide(h http.Header, r *http.Request, id string, now time.Time
 	return a, lat
 }
 
-func (s *Server) answerLocked(h http.Header, r *http.Request, id string, now time.Time) answer {
+func (s *Server) answerLocked(h http.Header, r *http.Request, id string, sees func(string) bool, now time.Time) answer {
 	if s.token != "" {
 		auth := r.Header.Get("Authorization")
 		given, ok := strings.CutPrefix(auth, "Bearer ")
@@ -150,7 +152,7 @@ func (s *Server) answerLocked(h http.Header, r *http.Request, id string, now tim
 		return answer{status: http.StatusServiceUnavailable, body: errorBody("unavailable", "try again")}
 	}
 	rec, known := s.records[id]
-	if !known {
+	if !known || sees != nil && !sees(id) {
 		return answer{status: http.StatusNotFound, body: errorBody("not_found", "no such transaction")}
 	}
 	f := FaultNone

@@ -25,6 +25,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/reconcile/reconcile/internal/payments"
 	"github.com/reconcile/reconcile/internal/provider"
 )
 
@@ -60,6 +61,18 @@ type Config struct {
 	// Load, when Records is nil, is called once by New to get them.
 	// Defaults to an empty dataset (every id is missing).
 	Load func() ([]provider.Record, error)
+	// Kinds gives the kind of the records that are not payments
+	// (payments.KindRefund, payments.KindDispute), by transaction id: a
+	// provider-shaped handler serves each record only at its kind's
+	// endpoint, a refund's money as the positive amount the provider
+	// writes. Defaults to payments only.
+	Kinds map[string]string
+	// Accounts gives the connected account (Stripe Connect) a record
+	// belongs to, by transaction id: the Stripe shape serves it only to a
+	// request whose Stripe-Account header names that account, and a
+	// record without one only to requests without the header, as Stripe
+	// keeps each account's objects apart. Defaults to none.
+	Accounts map[string]string
 	// Seed chooses the faulty transactions and drives the random parts
 	// (transient rate, latency). Defaults to 0.
 	Seed uint64
@@ -173,6 +186,11 @@ func New(cfg Config) (*Server, error) {
 		byStatus:      make(map[int]int64),
 		series:        make(map[int64]*Second),
 	}
+	for id, kind := range cfg.Kinds {
+		if !payments.IsKind(kind) {
+			return nil, fmt.Errorf("simulator dataset: transaction %q: kind %q: want one of %v", id, kind, payments.Kinds())
+		}
+	}
 	for i, r := range cfg.Records {
 		if r.ID == "" {
 			return nil, fmt.Errorf("simulator dataset: record %d has no id", i+1)
@@ -185,6 +203,15 @@ func New(cfg Config) (*Server, error) {
 	s.start = s.now()
 	s.setLimitLocked(cfg.Limit, cfg.Burst, s.start)
 	return s, nil
+}
+
+// kindOf returns the kind of record id: payments.KindPayment unless
+// Config.Kinds says otherwise.
+func (s *Server) kindOf(id string) string {
+	if k := s.cfg.Kinds[id]; k != "" {
+		return k
+	}
+	return payments.KindPayment
 }
 
 // Records returns the dataset's transaction ids, sorted.

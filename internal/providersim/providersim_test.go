@@ -68,7 +68,7 @@ func setup(t *testing.T, cfg Config) *bundle {
 
 func (b *bundle) get(t *testing.T, id, key string) (provider.Response, error) {
 	t.Helper()
-	return b.client.Get(t.Context(), id, key)
+	return b.client.Get(t.Context(), provider.Lookup{TransactionID: id, IdempotencyKey: key})
 }
 
 // dataset returns n records with a few awkward ids among them.
@@ -369,11 +369,11 @@ func TestAuthAndIdempotencyKey(t *testing.T) {
 		t.Errorf("no key: %d %q, %v", r.Status, r.BodyExcerpt, err)
 	}
 	wrong, _ := provider.New(provider.Config{BaseURL: b.srv.URL, Token: "wrong"})
-	if r, err := wrong.Get(t.Context(), "tx_000001", "k"); err != nil || r.Status != 403 {
+	if r, err := wrong.Get(t.Context(), provider.Lookup{TransactionID: "tx_000001", IdempotencyKey: "k"}); err != nil || r.Status != 403 {
 		t.Errorf("wrong token: %d, %v", r.Status, err)
 	}
 	none, _ := provider.New(provider.Config{BaseURL: b.srv.URL})
-	if r, err := none.Get(t.Context(), "tx_000001", "k"); err != nil || r.Status != 401 || r.Header.Get("WWW-Authenticate") == "" {
+	if r, err := none.Get(t.Context(), provider.Lookup{TransactionID: "tx_000001", IdempotencyKey: "k"}); err != nil || r.Status != 401 || r.Header.Get("WWW-Authenticate") == "" {
 		t.Errorf("no token: %d, %v", r.Status, err)
 	}
 	// Rejected calls are counted but do not record a key.
@@ -493,7 +493,7 @@ func TestLatency(t *testing.T) {
 	// A client giving up ends the wait: the server can close promptly.
 	slow := setup(t, Config{Records: dataset(5), Latency: Latency{Fixed: time.Hour}})
 	c, _ := provider.New(provider.Config{BaseURL: slow.srv.URL, Timeout: 50 * time.Millisecond})
-	if _, err := c.Get(t.Context(), "tx_000001", "k"); provider.KindOf(err) != provider.KindTimeout {
+	if _, err := c.Get(t.Context(), provider.Lookup{TransactionID: "tx_000001", IdempotencyKey: "k"}); provider.KindOf(err) != provider.KindTimeout {
 		t.Errorf("error = %v, want a timeout", err)
 	}
 }

@@ -13,7 +13,6 @@ import (
 	"time"
 
 	"github.com/reconcile/reconcile/internal/payments"
-	"github.com/reconcile/reconcile/internal/profile"
 	"github.com/reconcile/reconcile/internal/provider"
 )
 
@@ -55,107 +54,22 @@ func ParseShape(name string) (Shape, error) {
 	return 0, fmt.Errorf("simulator shape %q: want %s", name, strings.Join(shapeNames, ", "))
 }
 
-// shapeSpec is how one shape writes records and errors.
-type shapeSpec struct {
-	prefix string
-	// words maps a ledger status to the provider's word; fallback is the
-	// word of a status the provider has none for (Stripe's PaymentIntents
-	// are never "refunded"): it reads as another ledger status, so a record
-	// in that status is served as a status mismatch.
-	words    map[string]string
-	fallback string
-	record   func(r provider.Record, word string) any
-	err      func(status int, id string) any
-}
+// shapes are the provider shapes' specs (see answers.go).
+var shapes = map[Shape]*shapeSpec{ShapeStripe: &stripeSpec, ShapePayPal: &paypalSpec, ShapeSquare: &squareSpec}
 
-var shapes = map[Shape]shapeSpec{
-	ShapeStripe: {
-		prefix: "/v1/payment_intents/",
-		words: map[string]string{payments.StatusSucceeded: "succeeded", payments.StatusCanceled: "canceled",
-			payments.StatusPending: "processing", payments.StatusFailed: "requires_payment_method"},
-		fallback: "canceled",
-		record: func(r provider.Record, word string) any {
-			received := int64(0)
-			if word == "succeeded" {
-				received = r.AmountMinor
-			}
-			return map[string]any{"id": r.ID, "object": "payment_intent", "amount": r.AmountMinor, "amount_received": received,
-				"currency": strings.ToLower(r.Currency), "status": word, "livemode": false, "capture_method": "automatic",
-				"metadata": map[string]any{}, "payment_method_types": []string{"card"}}
-		},
-		err: func(status int, id string) any {
-			e := map[string]any{"type": "invalid_request_error"}
-			switch status {
-			case http.StatusNotFound:
-				e["code"], e["param"], e["message"] = "resource_missing", "intent", "No such payment_intent: '"+id+"'"
-			case http.StatusTooManyRequests:
-				e["code"], e["message"] = "rate_limit", "Request rate limit exceeded."
-			case http.StatusUnauthorized:
-				e["message"] = "Invalid API Key provided."
-			case http.StatusBadRequest:
-				e["message"] = "This PaymentIntent cannot be retrieved."
-			default:
-				e["type"], e["message"] = "api_error", "An unknown error occurred."
-			}
-			return map[string]any{"error": e}
-		},
-	},
-	ShapePayPal: {
-		prefix: "/v2/payments/captures/",
-		words: map[string]string{payments.StatusSucceeded: "COMPLETED", payments.StatusPending: "PENDING",
-			payments.StatusFailed: "DECLINED", payments.StatusRefunded: "REFUNDED", payments.StatusPartiallyRefunded: "PARTIALLY_REFUNDED"},
-		fallback: "DECLINED",
-		record: func(r provider.Record, word string) any {
-			money := map[string]string{"currency_code": r.Currency,
-				"value": profile.MinorToDecimal(r.AmountMinor, profile.ISOExponent(strings.ToUpper(r.Currency)))}
-			return map[string]any{"id": r.ID, "status": word, "amount": money, "final_capture": true,
-				"seller_receivable_breakdown": map[string]any{"gross_amount": money}}
-		},
-		err: func(status int, id string) any {
-			m, ok := map[int][2]string{
-				http.StatusNotFound:        {"RESOURCE_NOT_FOUND", "The specified resource does not exist."},
-				http.StatusTooManyRequests: {"RATE_LIMIT_REACHED", "Too many requests. Blocked due to rate limiting."},
-				http.StatusBadRequest:      {"INVALID_REQUEST", "Request is not well-formed, syntactically incorrect, or violates schema."},
-				http.StatusUnauthorized:    {"AUTHENTICATION_FAILURE", "Authentication failed due to invalid authentication credentials or a missing Authorization header."},
-			}[status]
-			if !ok {
-				m = [2]string{"INTERNAL_SERVICE_ERROR", "An internal service error has occurred."}
-			}
-			return map[string]any{"name": m[0], "message": m[1], "debug_id": "sim" + strconv.Itoa(status)}
-		},
-	},
-	ShapeSquare: {
-		prefix: "/v2/payments/",
-		words: map[string]string{payments.StatusSucceeded: "COMPLETED", payments.StatusPending: "PENDING",
-			payments.StatusCanceled: "CANCELED", payments.StatusFailed: "FAILED"},
-		fallback: "CANCELED",
-		record: func(r provider.Record, word string) any {
-			money := map[string]any{"amount": r.AmountMinor, "currency": r.Currency}
-			return map[string]any{"payment": map[string]any{"id": r.ID, "status": word, "amount_money": money,
-				"total_money": money, "source_type": "CARD"}}
-		},
-		err: func(status int, id string) any {
-			m, ok := map[int][2]string{
-				http.StatusNotFound:        {"INVALID_REQUEST_ERROR", "NOT_FOUND"},
-				http.StatusTooManyRequests: {"RATE_LIMIT_ERROR", "RATE_LIMITED"},
-				http.StatusBadRequest:      {"INVALID_REQUEST_ERROR", "BAD_REQUEST"},
-				http.StatusUnauthorized:    {"AUTHENTICATION_ERROR", "UNAUTHORIZED"},
-			}[status]
-			if !ok {
-				m = [2]string{"API_ERROR", "SERVICE_UNAVAILABLE"}
-			}
-			return map[string]any{"errors": []map[string]string{{"category": m[0], "code": m[1], "detail": "simulated " + strings.ToLower(m[1]) + " for " + id}}}
-		},
-	},
-}
-
-// Expresses reports whether the shape has a word of its own for a ledger
-// status; a record in another status is served as a status mismatch.
-func (s Shape) Expresses(status string) bool {
+// Expresses reports whether the shape has a way of its own to say a
+// record of the kind (payments.KindPayment, KindRefund, KindDispute) is in
+// the ledger status; a record in another status is served as a status
+// mismatch, and one of a kind the shape has no object for is not found.
+func (s Shape) Expresses(kind, status string) bool {
 	if s == ShapeReconcile {
 		return true
 	}
-	_, ok := shapes[s].words[status]
+	o := shapes[s].object(kind)
+	if o == nil {
+		return false
+	}
+	_, ok := o.words[status]
 	return ok
 }
 
@@ -168,6 +82,11 @@ type ShapeConfig struct {
 	// TokenTTL is how long an access token is valid. Defaults to 9h, as
 	// PayPal's.
 	TokenTTL time.Duration
+	// WrongMode makes the Stripe shape answer every lookup as Stripe
+	// answers a test-mode key asking for a live-mode object: 404
+	// resource_missing, "a similar object exists in live mode". Defaults
+	// to false.
+	WrongMode bool
 }
 
 // Shaped returns a handler that serves s in the given shape: the same
@@ -187,13 +106,22 @@ func Shaped(s *Server, shape Shape, cfg ShapeConfig) (http.Handler, error) {
 	if cfg.TokenTTL <= 0 {
 		cfg.TokenTTL = 9 * time.Hour
 	}
+	if shape == ShapeStripe {
+		// Every record must be writable in Stripe's minor units.
+		for _, id := range s.Records() {
+			r := s.records[id]
+			if _, err := stripeProfile.ISOToProviderMinor(r.AmountMinor, r.Currency); err != nil {
+				return nil, fmt.Errorf("simulator shape stripe: transaction %q: %w", id, err)
+			}
+		}
+	}
 	return &shaped{s: s, shape: shape, spec: spec, cfg: cfg, tokens: map[string]time.Time{}}, nil
 }
 
 type shaped struct {
 	s     *Server
 	shape Shape
-	spec  shapeSpec
+	spec  *shapeSpec
 	cfg   ShapeConfig
 
 	mu     sync.Mutex
@@ -229,20 +157,23 @@ func (h *shaped) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		h.s.ServeHTTP(w, r)
 	case h.shape == ShapePayPal && path == "/v1/oauth2/token":
 		h.serveToken(w, r)
-	case strings.HasPrefix(path, h.spec.prefix) && !strings.Contains(path[len(h.spec.prefix):], "/"):
-		id, err := url.PathUnescape(path[len(h.spec.prefix):])
+	default:
+		o, esc, ok := h.spec.find(path)
+		if !ok {
+			writeJSON(w, http.StatusNotFound, h.spec.err(http.StatusNotFound, nil, ""))
+			return
+		}
+		id, err := url.PathUnescape(esc)
 		if err != nil || id == "" {
-			writeJSON(w, http.StatusNotFound, h.spec.err(http.StatusNotFound, id))
+			writeJSON(w, http.StatusNotFound, h.spec.err(http.StatusNotFound, o, id))
 			return
 		}
 		if r.Method != http.MethodGet {
 			w.Header().Set("Allow", http.MethodGet)
-			writeJSON(w, http.StatusMethodNotAllowed, h.spec.err(http.StatusMethodNotAllowed, id))
+			writeJSON(w, http.StatusMethodNotAllowed, h.spec.err(http.StatusMethodNotAllowed, o, id))
 			return
 		}
-		h.serveLookup(w, r, id)
-	default:
-		writeJSON(w, http.StatusNotFound, h.spec.err(http.StatusNotFound, ""))
+		h.serveLookup(w, r, o, id)
 	}
 }
 
@@ -262,10 +193,21 @@ func (h *shaped) authorized(r *http.Request) bool {
 	return want == "" || subtle.ConstantTimeCompare([]byte(given), []byte(want.Reveal())) == 1
 }
 
-func (h *shaped) serveLookup(w http.ResponseWriter, r *http.Request, id string) {
+// serveLookup answers a lookup of id at object o's endpoint. The record
+// is seen only at its kind's endpoint and, in the Stripe shape, with its
+// connected account's Stripe-Account header.
+func (h *shaped) serveLookup(w http.ResponseWriter, r *http.Request, o *objectSpec, id string) {
 	if !h.authorized(r) {
-		writeJSON(w, http.StatusUnauthorized, h.spec.err(http.StatusUnauthorized, id))
+		writeJSON(w, http.StatusUnauthorized, h.spec.err(http.StatusUnauthorized, o, id))
 		return
+	}
+	if h.cfg.WrongMode && h.shape == ShapeStripe {
+		writeJSON(w, http.StatusNotFound, stripeWrongMode(o, id))
+		return
+	}
+	account := r.Header.Get("Stripe-Account")
+	sees := func(id string) bool {
+		return h.s.kindOf(id) == o.kind && (h.shape != ShapeStripe || h.s.cfg.Accounts[id] == account)
 	}
 	// The simulator's own bookkeeping wants its token and an idempotency
 	// key; the real providers' lookups send neither.
@@ -276,7 +218,7 @@ func (h *shaped) serveLookup(w http.ResponseWriter, r *http.Request, id string) 
 	if inner.Header.Get("Idempotency-Key") == "" {
 		inner.Header.Set("Idempotency-Key", "id:"+id)
 	}
-	a, latency := h.s.decide(w.Header(), inner, id, h.s.now())
+	a, latency := h.s.decide(w.Header(), inner, id, sees, h.s.now())
 	if latency > 0 {
 		t := time.NewTimer(latency)
 		select {
@@ -287,17 +229,18 @@ func (h *shaped) serveLookup(w http.ResponseWriter, r *http.Request, id string) 
 	}
 	switch rec, ok := a.body.(provider.Record); {
 	case a.status == http.StatusOK && ok:
-		word, known := h.spec.words[rec.Status]
-		if !known {
-			word = h.spec.fallback
+		amount := rec.AmountMinor
+		if o.kind != payments.KindPayment {
+			amount = -amount // the money going back, as the provider writes it
 		}
-		writeJSON(w, http.StatusOK, h.spec.record(rec, word))
+		writeJSON(w, http.StatusOK, o.write(written{rec: rec, word: o.wordOf(rec, amount), amount: amount,
+			authorized: h.s.partialCapture(rec), account: h.s.cfg.Accounts[id]}))
 	case a.body == nil: // an unreadable body, as is
 		w.Header().Set("Content-Type", "application/json")
 		w.WriteHeader(a.status)
 		_, _ = w.Write([]byte(a.raw))
 	default:
-		writeJSON(w, a.status, h.spec.err(a.status, id))
+		writeJSON(w, a.status, h.spec.err(a.status, o, id))
 	}
 }
 

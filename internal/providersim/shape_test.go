@@ -1,7 +1,10 @@
 package providersim
 
 import (
+	"cmp"
+	"fmt"
 	"net/http/httptest"
+	"strings"
 	"testing"
 	"time"
 
@@ -12,20 +15,49 @@ import (
 	"github.com/reconcile/reconcile/internal/provider"
 )
 
+// kindsDataset is a day of every kind and ledger status: payments (some in
+// ISK, MGA and JPY), refunds and disputes as negative amounts, and for
+// Stripe a connected account on every third record. It returns the
+// records, their kinds and their accounts.
+func kindsDataset(n int) ([]provider.Record, map[string]string, map[string]string) {
+	recs := dataset(n)
+	kinds, accounts := map[string]string{}, map[string]string{}
+	currencies := []string{"EUR", "USD", "ISK", "JPY", "MGA", "GBP"}
+	for i := range recs {
+		r := &recs[i]
+		r.Status = payments.Statuses()[i%len(payments.Statuses())]
+		r.Currency = currencies[i%len(currencies)]
+		r.AmountMinor = int64(100*(i+1)) * 100 // whole units in every currency
+		switch i % 4 {
+		case 1:
+			kinds[r.ID], r.AmountMinor = payments.KindRefund, -r.AmountMinor
+		case 2:
+			kinds[r.ID], r.AmountMinor = payments.KindDispute, -r.AmountMinor
+		}
+		if i%3 == 0 {
+			accounts[r.ID] = fmt.Sprintf("acct_1Nv0FGQ9RKHgC%03d", i%7)
+		}
+	}
+	return recs, kinds, accounts
+}
+
 // TestShapesMatchTruth: each shape, read by the built-in profile of the same
-// name, gives every transaction the outcome the simulator's truth says.
+// name, gives every transaction of every kind the outcome the simulator's
+// truth says, asked as the consumer asks: the item's kind and account.
 func TestShapesMatchTruth(t *testing.T) {
 	t.Parallel()
 	for _, shape := range []Shape{ShapeStripe, ShapePayPal, ShapeSquare} {
 		t.Run(shape.String(), func(t *testing.T) {
 			t.Parallel()
-			recs := dataset(300)
+			recs, kinds, accounts := kindsDataset(300)
 			for i := range recs {
-				if !shape.Expresses(recs[i].Status) {
-					recs[i].Status = payments.StatusSucceeded
+				kind := cmp.Or(kinds[recs[i].ID], payments.KindPayment)
+				if !shape.Expresses(kind, recs[i].Status) {
+					recs[i].Status = map[string]string{payments.KindPayment: payments.StatusSucceeded,
+						payments.KindRefund: payments.StatusSucceeded, payments.KindDispute: payments.StatusDisputed}[kind]
 				}
 			}
-			sim, err := New(Config{Records: recs, Seed: 7, Token: "sim-token", TransientCalls: 1,
+			sim, err := New(Config{Records: recs, Kinds: kinds, Accounts: accounts, Seed: 7, Token: "sim-token", TransientCalls: 1,
 				Shares: Shares{Mismatch: 0.1, Missing: 0.1, BadRequest: 0.05, BadBody: 0.05, Transient: 0.1}})
 			if err != nil {
 				t.Fatal(err)
@@ -48,11 +80,13 @@ func TestShapesMatchTruth(t *testing.T) {
 				game[r.ID] = r
 			}
 			ids := append(sim.Records(), "unknown_1")
+			outcomes := map[string]int{}
 			for _, id := range ids {
 				exp := sim.Truth(id)
 				var d decision.Decision
 				for attempt := 1; ; attempt++ {
-					resp, err := c.Get(t.Context(), id, "k:"+id)
+					resp, err := c.Get(t.Context(), provider.Lookup{TransactionID: id, IdempotencyKey: "k:" + id, Kind: kinds[id],
+						AccountID: accounts[id]})
 					d = decision.Decide(policy, decision.Input{Expected: game[id], Response: resp, Err: err, Attempt: attempt, Now: time.Now()},
 						func() float64 { return 0 })
 					if d.Action != decision.Retry {
@@ -71,6 +105,7 @@ func TestShapesMatchTruth(t *testing.T) {
 				default:
 					t.Fatalf("%s: %v %s %s", id, d.Action, d.Reason, d.Detail)
 				}
+				outcomes[cmp.Or(kinds[id], "payment")+" "+string(got)]++
 				if exp.Outcome == ledger.Mismatched && exp.Fields[0] == "status" {
 					// The mismatched status may be one the shape cannot
 					// say; it still reads as a mismatch.
@@ -80,7 +115,13 @@ func TestShapesMatchTruth(t *testing.T) {
 					continue
 				}
 				if got != exp.Outcome {
-					t.Errorf("%s (%v): outcome %s, want %s (%s %s)", id, exp.Fault, got, exp.Outcome, d.Reason, d.Detail)
+					t.Errorf("%s (%s %s, %v): outcome %s, want %s (%s %s %v)", id, cmp.Or(kinds[id], "payment"), game[id].Status, exp.Fault,
+						got, exp.Outcome, d.Reason, d.Detail, d.Differences)
+				}
+			}
+			for _, kind := range payments.Kinds() {
+				if outcomes[kind+" matched"] == 0 || outcomes[kind+" mismatched"] == 0 {
+					t.Errorf("no %s matched and mismatched: %v", kind, outcomes)
 				}
 			}
 			if shape == ShapePayPal {
@@ -88,12 +129,65 @@ func TestShapesMatchTruth(t *testing.T) {
 					t.Errorf("%d access tokens issued, want 1 (cached)", n)
 				}
 				Revoke(h)
-				resp, err := c.Get(t.Context(), ids[0], "k")
+				resp, err := c.Get(t.Context(), provider.Lookup{TransactionID: ids[0], IdempotencyKey: "k"})
 				if err != nil && provider.KindOf(err) != provider.KindBadBody || resp.Status == 401 || TokensIssued(h) != 2 {
 					t.Errorf("after revoke: %d, %v, %d tokens", resp.Status, err, TokensIssued(h))
 				}
 			}
 		})
+	}
+}
+
+// TestShapeObjectsAreApart: a refund is not found at the payment endpoint,
+// nor a connected account's object without its Stripe-Account header or
+// with another's; a test-mode key asking for live objects gets Stripe's
+// wrong-mode answer, which the stripe profile tells from a missing object.
+func TestShapeObjectsAreApart(t *testing.T) {
+	t.Parallel()
+	recs := []provider.Record{{ID: "pi_1", AmountMinor: 1500, Currency: "ISK", Status: "succeeded"},
+		{ID: "re_1", AmountMinor: -500, Currency: "EUR", Status: "succeeded"}}
+	sim, err := New(Config{Records: recs, Kinds: map[string]string{"re_1": "refund"}, Accounts: map[string]string{"pi_1": "acct_1Nv0FGQ9RKHgCVdK"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	h, _ := Shaped(sim, ShapeStripe, ShapeConfig{})
+	srv := httptest.NewServer(h)
+	t.Cleanup(srv.Close)
+	p, _ := profile.Builtin("stripe")
+	c, err := provider.New(provider.Config{BaseURL: srv.URL, Profile: p, Token: "sk_test_x"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		l      provider.Lookup
+		status int
+		class  profile.Class
+		amount int64
+	}{
+		{provider.Lookup{TransactionID: "pi_1", AccountID: "acct_1Nv0FGQ9RKHgCVdK"}, 200, 0, 1500},
+		{provider.Lookup{TransactionID: "pi_1"}, 404, profile.ClassMissing, 0},
+		{provider.Lookup{TransactionID: "pi_1", AccountID: "acct_2Nv0FGQ9RKHgCVdK"}, 404, profile.ClassMissing, 0},
+		{provider.Lookup{TransactionID: "re_1"}, 200, 0, -500},
+		{provider.Lookup{TransactionID: "re_1", Kind: "payment"}, 404, profile.ClassMissing, 0},
+		{provider.Lookup{TransactionID: "re_1", AccountID: "acct_1Nv0FGQ9RKHgCVdK"}, 404, profile.ClassMissing, 0},
+	} {
+		resp, err := c.Get(t.Context(), tc.l)
+		if err != nil || resp.Status != tc.status || resp.Class != tc.class || resp.Record.AmountMinor != tc.amount {
+			t.Errorf("%+v: %d %v %d, %v; want %d %v %d", tc.l, resp.Status, resp.Class, resp.Record.AmountMinor, err, tc.status, tc.class, tc.amount)
+		}
+	}
+	wrong, _ := Shaped(sim, ShapeStripe, ShapeConfig{WrongMode: true})
+	wsrv := httptest.NewServer(wrong)
+	t.Cleanup(wsrv.Close)
+	wc, _ := provider.New(provider.Config{BaseURL: wsrv.URL, Profile: p, Token: "sk_test_x"})
+	if resp, err := wc.Get(t.Context(), provider.Lookup{TransactionID: "pi_1"}); err != nil || resp.Status != 404 ||
+		resp.Class != profile.ClassWrongAccount || resp.Reason != "wrong_mode" {
+		t.Errorf("wrong mode: %+v, %v", resp, err)
+	}
+	// A record Stripe's units cannot hold is refused up front.
+	bad, _ := New(Config{Records: []provider.Record{{ID: "pi_x", AmountMinor: 150, Currency: "MGA", Status: "succeeded"}}})
+	if _, err := Shaped(bad, ShapeStripe, ShapeConfig{}); err == nil || !strings.Contains(err.Error(), `transaction "pi_x"`) {
+		t.Errorf("MGA 1.50 accepted: %v", err)
 	}
 }
 
@@ -108,7 +202,7 @@ func TestShapedAuth(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		resp, err := c.Get(t.Context(), "tx_1", "k")
+		resp, err := c.Get(t.Context(), provider.Lookup{TransactionID: "tx_1", IdempotencyKey: "k"})
 		d := decision.Decide(decision.Policy{}.WithDefaults(), decision.Input{Response: resp, Err: err, Attempt: 1}, func() float64 { return 0 })
 		if d.Action != decision.Stop {
 			t.Errorf("%s: wrong credentials: %v %s", shape, d.Action, d.Reason)
