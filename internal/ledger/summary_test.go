@@ -364,3 +364,67 @@ func TestTransitionReads(t *testing.T) {
 		t.Errorf("%d transitions, the last %+v, %v", n, last, err)
 	}
 }
+
+// TestCompleteRunIsReadFromItsCounters checks that a complete run's
+// figures, in total and by provider, are read from its counter rows and
+// never from its items or transitions, which grow with every night kept;
+// an open run's open items are read. The scans are counted by the
+// connection's own statistics (pg_stat_xact_user_tables, which also holds
+// what the connection has not reported yet: hence the difference within one
+// transaction), so other tests do not count.
+func TestCompleteRunIsReadFromItsCounters(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	pool := pgtest.New(t)
+	runID := nightOfEveryState(t, pool)
+
+	// scans reads the run's summaries and totals by provider and returns
+	// how often that scanned items and transitions.
+	scans := func() (items, transitions int64) {
+		t.Helper()
+		count := func(tx pgx.Tx) (items, transitions int64, err error) {
+			err = tx.QueryRow(ctx, `
+				SELECT coalesce(sum(seq_scan + coalesce(idx_scan, 0)) FILTER (WHERE relname = 'items'), 0),
+				       coalesce(sum(seq_scan + coalesce(idx_scan, 0)) FILTER (WHERE relname = 'transitions'), 0)
+				  FROM pg_stat_xact_user_tables`).Scan(&items, &transitions)
+			return items, transitions, err
+		}
+		err := pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
+			items0, transitions0, err := count(tx)
+			if err != nil {
+				return err
+			}
+			if _, err := ledger.FindSummary(ctx, tx, ledger.RunFilter{RunID: runID, Live: true}); err != nil {
+				return err
+			}
+			if _, err := ledger.Summaries(ctx, tx, ledger.RunFilter{OpenOrLatestDate: true, Live: true}); err != nil {
+				return err
+			}
+			if _, err := ledger.ProviderTotals(ctx, tx, runID); err != nil {
+				return err
+			}
+			items, transitions, err = count(tx)
+			items, transitions = items-items0, transitions-transitions0
+			return err
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return items, transitions
+	}
+	if items, _ := scans(); items == 0 {
+		t.Errorf("an open run's figures were read without its open items")
+	}
+
+	var rest []ledger.Change
+	for _, it := range mustItemsOf(t, pool, runID, ledger.Queued, ledger.RetryScheduled) {
+		rest = append(rest, ledger.Change{RunID: runID, TransactionID: it.TransactionID, From: it.State, To: ledger.Matched,
+			Called: true, Attempt: it.Attempts + 1, HTTPStatus: 200, Reason: "matched", Actor: "test"})
+	}
+	if _, err := recordBatch(ctx, pool, rest); err != nil {
+		t.Fatal(err)
+	}
+	if items, transitions := scans(); items != 0 || transitions != 0 {
+		t.Errorf("a complete run's figures scanned items %d times and transitions %d times, want neither", items, transitions)
+	}
+}
