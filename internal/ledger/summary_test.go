@@ -147,18 +147,24 @@ func TestSummariesAgreeWithTheItems(t *testing.T) {
 		t.Fatalf("open run: %+v", open)
 	}
 
+	matchTheRest(t, pool, runID)
+	done := check("complete")
+	if done.Open != 0 || done.CompletedAt == nil || done.Completion == nil || done.Completion.Round != 1 ||
+		int64(done.Completion.Matched) != done.Matched || done.Completion.ProviderCalls != done.ProviderCalls {
+		t.Errorf("complete run: %+v, completion %+v", counts(done), done.Completion)
+	}
+}
+
+// matchTheRest completes a run: its open items match.
+func matchTheRest(t *testing.T, pool *pgxpool.Pool, runID uuid.UUID) {
+	t.Helper()
 	var rest []ledger.Change
 	for _, it := range mustItemsOf(t, pool, runID, ledger.Queued, ledger.RetryScheduled) {
 		rest = append(rest, ledger.Change{RunID: runID, TransactionID: it.TransactionID, From: it.State, To: ledger.Matched,
 			Called: true, Attempt: it.Attempts + 1, HTTPStatus: 200, Reason: "matched", Actor: "test"})
 	}
-	if _, err := recordBatch(ctx, pool, rest); err != nil {
+	if _, err := recordBatch(context.Background(), pool, rest); err != nil {
 		t.Fatal(err)
-	}
-	done := check("complete")
-	if done.Open != 0 || done.CompletedAt == nil || done.Completion == nil || done.Completion.Round != 1 ||
-		int64(done.Completion.Matched) != done.Matched || done.Completion.ProviderCalls != done.ProviderCalls {
-		t.Errorf("complete run: %+v, completion %+v", counts(done), done.Completion)
 	}
 }
 
@@ -416,14 +422,7 @@ func TestCompleteRunIsReadFromItsCounters(t *testing.T) {
 		t.Errorf("an open run's figures were read without its open items")
 	}
 
-	var rest []ledger.Change
-	for _, it := range mustItemsOf(t, pool, runID, ledger.Queued, ledger.RetryScheduled) {
-		rest = append(rest, ledger.Change{RunID: runID, TransactionID: it.TransactionID, From: it.State, To: ledger.Matched,
-			Called: true, Attempt: it.Attempts + 1, HTTPStatus: 200, Reason: "matched", Actor: "test"})
-	}
-	if _, err := recordBatch(ctx, pool, rest); err != nil {
-		t.Fatal(err)
-	}
+	matchTheRest(t, pool, runID)
 	if items, transitions := scans(); items != 0 || transitions != 0 {
 		t.Errorf("a complete run's figures scanned items %d times and transitions %d times, want neither", items, transitions)
 	}
