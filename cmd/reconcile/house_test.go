@@ -46,6 +46,11 @@ var owners = map[string][]string{
 	"provider_circuits": {"internal/consume"},
 	// The scheduler's record of its ticks.
 	"schedule_ticks": {"internal/schedule"},
+	// The announcements of runs to webhooks and their deliveries: the
+	// ledger adds an announcement in the transaction that completes a run,
+	// through the outbox's functions.
+	"notifications":           {"internal/outbox"},
+	"notification_deliveries": {"internal/outbox"},
 }
 
 // sqlTable finds a table named after an SQL keyword that takes one: FROM,

@@ -21,8 +21,10 @@
 // The files follow the topics: state.go the item states and errors, runs.go
 // the run rows, items.go creating items and their counters, item.go the item
 // record and its reads, record.go recording a batch of changes, complete.go
-// the completion join, requeue.go putting dead letters back, cancel.go
-// withdrawing a run, summary.go a run's totals and its accounts',
+// the completion join, announce.go the announcement of a completion in the
+// outbox (in the completing transaction), deadline.go run deadlines and
+// their missed-deadline announcements, requeue.go putting dead letters back,
+// cancel.go withdrawing a run, summary.go a run's totals and its accounts',
 // breakdown.go its figures by provider and currency, traffic.go its
 // transitions over time, and auditor.go the auditor's example queries.
 package ledger
