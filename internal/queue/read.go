@@ -50,22 +50,37 @@ type ReasonCount struct {
 	Count  int64
 }
 
-// DeadLetterReasons counts a run's dead letters by reason, most frequent
-// first, reading at most limit+1 of them along queue_messages_dead (run_id,
-// message_id).
+// DeadLetterReasons counts dead letters by reason, most frequent first,
+// along queue_messages_dead (run_id, message_id), the partial index of dead
+// letters: those of one run, or of every run for the zero UUID; reading at
+// most limit+1 of them, or all for a limit of 0.
 func (q *Queue) DeadLetterReasons(ctx context.Context, db Querier, runID uuid.UUID, limit int) ([]ReasonCount, error) {
+	// Only the conditions given are written, the cap as a literal, so that
+	// the statement is planned for what it selects.
+	where, args, capped := "", []any{}, ""
+	if runID != uuid.Nil {
+		where, args = ` AND run_id = $1`, append(args, runID)
+	}
+	if limit > 0 {
+		capped = ` LIMIT ` + strconv.Itoa(limit+1)
+	}
 	rows, err := db.Query(ctx, `
 		SELECT coalesce(reason, ''), count(*)
-		  FROM (SELECT reason FROM queue_messages WHERE state = 'dead' AND run_id = $1 LIMIT $2) m
-		 GROUP BY 1 ORDER BY 2 DESC, 1`, runID, limit+1)
+		  FROM (SELECT reason FROM queue_messages WHERE state = 'dead'`+where+capped+`) m
+		 GROUP BY 1 ORDER BY 2 DESC, 1`, args...)
 	if err != nil {
-		return nil, fmt.Errorf("group dead letters of run %s: %w", runID, err)
+		return nil, fmt.Errorf("group dead letters by reason: %w", err)
 	}
 	out, err := pgx.CollectRows(rows, pgx.RowToStructByPos[ReasonCount])
 	if err != nil {
-		return nil, fmt.Errorf("group dead letters of run %s: %w", runID, err)
+		return nil, fmt.Errorf("group dead letters by reason: %w", err)
 	}
 	return out, nil
+}
+
+// DeadLettersByReason counts every dead letter by reason.
+func (q *Queue) DeadLettersByReason(ctx context.Context) ([]ReasonCount, error) {
+	return q.DeadLetterReasons(ctx, q.pool, uuid.Nil, 0)
 }
 
 // DeadLetterPage selects a page of dead letters.
