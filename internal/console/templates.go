@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/reconcile/reconcile/internal/human"
+	"github.com/reconcile/reconcile/internal/ledger"
 )
 
 // pages holds one template per page, each parsed together with the layout.
@@ -19,17 +20,23 @@ type pages struct {
 }
 
 var templateFuncs = template.FuncMap{
-	"n":        fmtInt,
-	"number":   human.Number,
-	"capped":   fmtCapped,
-	"time":     fmtTime,
-	"timeptr":  fmtTimePtr,
-	"dur":      fmtDuration,
-	"rate":     human.Rate,
-	"pct":      func(p float64) string { return strconv.FormatFloat(p, 'f', 1, 64) + "%" },
-	"intptr":   fmtIntPtr,
-	"money":    human.Money,
-	"diff":     fmtDifference,
+	"n":       fmtInt,
+	"number":  human.Number,
+	"capped":  fmtCapped,
+	"time":    fmtTime,
+	"timeptr": fmtTimePtr,
+	"dur":     fmtDuration,
+	"rate":    human.Rate,
+	"pct":     func(p float64) string { return strconv.FormatFloat(p, 'f', 1, 64) + "%" },
+	"intptr":  fmtIntPtr,
+	"money":   human.Money,
+	"diff":    fmtDifference,
+	"reportedCurrency": func(it ledger.Item) string {
+		if it.Reported != nil && it.Reported.Currency != "" {
+			return it.Reported.Currency
+		}
+		return it.Currency
+	},
 	"query":    queryString,
 	"runlink":  func(id fmt.Stringer) string { return "/runs/" + id.String() },
 	"txlink":   txLink,
@@ -37,15 +44,7 @@ var templateFuncs = template.FuncMap{
 	"add":      func(a, b int) int { return a + b },
 	"contains": strings.Contains,
 	"sub":      func(a, b int) int { return a - b },
-	"deref":    func(p *int) int { return *p },
-	"deref64":  func(p *int64) int64 { return *p },
-	"derefstr": func(p *string) string {
-		if p == nil {
-			return ""
-		}
-		return *p
-	},
-	"int64": int64Str,
+	"int64":    int64Str,
 }
 
 func parsePages() (*pages, error) {

@@ -7,13 +7,13 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"slices"
 	"strconv"
 	"strings"
 	"text/tabwriter"
 	"time"
 
 	"github.com/google/uuid"
-	"github.com/jackc/pgx/v5"
 
 	"github.com/reconcile/reconcile/internal/human"
 	"github.com/reconcile/reconcile/internal/ledger"
@@ -156,17 +156,16 @@ type DeadLetter struct {
 // generation has none. It holds the whole report in memory: Write streams
 // one instead.
 func Load(ctx context.Context, db DB, opts Options) (Report, error) {
-	rep := Report{Format: FormatVersion, Discrepancies: []Discrepancy{}, Missing: []Item{}, DeadLetters: []DeadLetter{}}
-	run, err := loadRun(ctx, db, opts)
+	s, err := findRun(ctx, db, opts)
 	if err != nil {
 		return Report{}, err
 	}
-	rep.Run = run
+	rep := New(s)
 	c := (*collector)(&rep)
-	if err := readRows(ctx, db, run, opts.All, rowsTo{c.discrepancy, c.missing, c.deadLetter, c.item}); err != nil {
+	if err := readRows(ctx, db, s.RunID, opts.All, rowsTo{c.discrepancy, c.missing, c.deadLetter, c.item}); err != nil {
 		return Report{}, err
 	}
-	if rep.Providers, err = providerTotals(ctx, db, run.RunID); err != nil {
+	if rep.Providers, err = providerTotals(ctx, db, s.RunID); err != nil {
 		return Report{}, err
 	}
 	return rep, nil
@@ -177,15 +176,15 @@ func Load(ctx context.Context, db DB, opts Options) (Report, error) {
 // written: a run of any size in bounded memory. ErrNoRun when the date or
 // generation has none; then nothing is written.
 func Write(ctx context.Context, db DB, opts Options, format string, w io.Writer) error {
-	run, err := loadRun(ctx, db, opts)
+	run, err := findRun(ctx, db, opts)
 	if err != nil {
 		return err
 	}
-	s, err := NewStream(w, format, run)
+	s, err := NewStream(w, format, New(run).Run)
 	if err != nil {
 		return err
 	}
-	if err := readRows(ctx, db, run, opts.All, rowsTo{s.Discrepancy, s.Missing, s.DeadLetter, s.Item}); err != nil {
+	if err := readRows(ctx, db, run.RunID, opts.All, rowsTo{s.Discrepancy, s.Missing, s.DeadLetter, s.Item}); err != nil {
 		return err
 	}
 	providers, err := providerTotals(ctx, db, run.RunID)
@@ -226,96 +225,125 @@ type rowsTo struct {
 	item        func(Item) error
 }
 
-// loadRun reads the run of a report.
-func loadRun(ctx context.Context, db DB, opts Options) (Run, error) {
+// findRun reads the live summary of the run of a report.
+func findRun(ctx context.Context, db DB, opts Options) (ledger.Summary, error) {
 	if opts.Date.IsZero() {
-		return Run{}, errors.New("load report: no business date")
+		return ledger.Summary{}, errors.New("load report: no business date")
 	}
-	var r Run
-	err := db.QueryRow(ctx, `
-		SELECT s.run_id, s.reconciliation_id, s.business_date::text, s.generation, s.trigger, s.triggered_by, s.source,
-		       r.source_sha256, r.time_zone, s.item_count, s.matched, s.mismatched, s.missing, s.dead_lettered,
-		       s.open_items, s.provider_calls, s.throttles, s.created_at, s.completed_at,
-		       s.cancelled, s.cancelled_at, coalesce(s.cancelled_by, ''), coalesce(s.cancel_reason, '')
-		  FROM run_summary s JOIN runs r USING (run_id)
-		 WHERE s.business_date = $1 AND ($2 = 0 OR s.generation = $2)
-		 ORDER BY s.generation DESC LIMIT 1`, opts.Date.String(), opts.Generation).
-		Scan(&r.RunID, &r.ReconciliationID, &r.BusinessDate, &r.Generation, &r.Trigger, &r.TriggeredBy, &r.Source,
-			&r.SourceSHA256, &r.TimeZone, &r.Items, &r.Matched, &r.Mismatched, &r.Missing, &r.DeadLettered,
-			&r.Open, &r.ProviderCalls, &r.Throttles, &r.CreatedAt, &r.CompletedAt,
-			&r.Cancelled, &r.CancelledAt, &r.CancelledBy, &r.CancelReason)
-	if errors.Is(err, pgx.ErrNoRows) {
+	s, err := ledger.FindSummary(ctx, db, ledger.RunFilter{Date: opts.Date, Generation: opts.Generation,
+		NewestFirst: true, Live: true})
+	if errors.Is(err, ledger.ErrNotFound) {
 		if opts.Generation > 0 {
-			return Run{}, fmt.Errorf("report %s generation %d: %w", opts.Date, opts.Generation, ErrNoRun)
+			return ledger.Summary{}, fmt.Errorf("report %s generation %d: %w", opts.Date, opts.Generation, ErrNoRun)
 		}
-		return Run{}, fmt.Errorf("report %s: %w", opts.Date, ErrNoRun)
+		return ledger.Summary{}, fmt.Errorf("report %s: %w", opts.Date, ErrNoRun)
 	}
 	if err != nil {
-		return Run{}, fmt.Errorf("read run of %s: %w", opts.Date, err)
+		return ledger.Summary{}, fmt.Errorf("read run of %s: %w", opts.Date, err)
 	}
-	return r, nil
+	return s, nil
 }
 
-// readRows reads the rows of run's report into to, one at a time, in the
+// readRows reads the rows of a run's report into to, one at a time, in the
 // format's order: discrepancies, missing items, dead letters, and with all
-// every item.
-func readRows(ctx context.Context, db DB, run Run, all bool, to rowsTo) error {
-	var d Discrepancy
-	rows, err := db.Query(ctx, `
-		SELECT d.transaction_id, d.account_id, d.field, d.expected, d.provider, i.attempts, d.checked_at,
-		       i.amount_minor, i.currency, i.status, coalesce(i.provider_amount_minor, 0),
-		       coalesce(i.provider_currency, ''), coalesce(i.provider_status, '')
-		  FROM discrepancies d JOIN items i USING (run_id, transaction_id)
-		 WHERE d.run_id = $1 ORDER BY d.transaction_id, d.field`, run.RunID)
-	if err == nil {
-		_, err = pgx.ForEachRow(rows, []any{&d.TransactionID, &d.AccountID, &d.Field, &d.Expected, &d.Provider, &d.Attempts,
-			&d.CheckedAt, &d.AmountMinor, &d.Currency, &d.Status, &d.ProviderAmountMinor, &d.ProviderCurrency,
-			&d.ProviderStatus}, func() error { return to.discrepancy(d) })
-	}
+// every item. Each kind is one read of the run's items, streamed.
+func readRows(ctx context.Context, db DB, runID uuid.UUID, all bool, to rowsTo) error {
+	err := ledger.EachItemOf(ctx, db, runID, func(it ledger.Item) error {
+		for _, d := range DiscrepanciesOf(it, "") {
+			if err := to.discrepancy(d); err != nil {
+				return err
+			}
+		}
+		return nil
+	}, ledger.Mismatched)
 	if err != nil {
-		return fmt.Errorf("read discrepancies of %s: %w", run.ReconciliationID, err)
-	}
-	if err := eachItem(ctx, db, run.RunID, "missing", to.missing); err != nil {
 		return err
 	}
-	var dl DeadLetter
-	rows, err = db.Query(ctx, `
-		SELECT d.transaction_id, d.account_id, d.attempts, d.throttles, coalesce(d.reason, ''), d.http_status,
-		       coalesce(d.details ->> 'detail', d.details ->> 'error', ''), d.dead_lettered_at,
-		       i.amount_minor, i.currency, i.status
-		  FROM dead_lettered_items d JOIN items i USING (run_id, transaction_id)
-		 WHERE d.run_id = $1 ORDER BY d.transaction_id`, run.RunID)
-	if err == nil {
-		_, err = pgx.ForEachRow(rows, []any{&dl.TransactionID, &dl.AccountID, &dl.Attempts, &dl.Throttles, &dl.Reason,
-			&dl.HTTPStatus, &dl.Detail, &dl.DeadLetteredAt, &dl.AmountMinor, &dl.Currency, &dl.Status},
-			func() error { return to.deadLetter(dl) })
+	if err := ledger.EachItemOf(ctx, db, runID, func(it ledger.Item) error { return to.missing(ItemOf(it)) }, ledger.Missing); err != nil {
+		return err
 	}
+	err = ledger.EachDeadLetter(ctx, db, ledger.DeadLetterFilter{RunID: runID},
+		func(d ledger.DeadLetter) error { return to.deadLetter(DeadLetterOf(d)) })
 	if err != nil {
-		return fmt.Errorf("read dead letters of %s: %w", run.ReconciliationID, err)
+		return err
 	}
 	if all {
-		return eachItem(ctx, db, run.RunID, "", to.item)
+		return ledger.EachItemOf(ctx, db, runID, func(it ledger.Item) error { return to.item(ItemOf(it)) })
 	}
 	return nil
 }
 
-// eachItem reads the run's items in state (all of them for "") into fn,
-// one at a time.
-func eachItem(ctx context.Context, db DB, runID uuid.UUID, state string, fn func(Item) error) error {
-	var it Item
-	rows, err := db.Query(ctx, `
-		SELECT transaction_id, account_id, amount_minor, currency, status, state, attempts, throttles,
-		       last_http_status, coalesce(last_reason, ''), terminal_at
-		  FROM items WHERE run_id = $1 AND ($2 = '' OR state = $2) ORDER BY transaction_id`, runID, state)
-	if err == nil {
-		_, err = pgx.ForEachRow(rows, []any{&it.TransactionID, &it.AccountID, &it.AmountMinor, &it.Currency, &it.Status,
-			&it.Outcome, &it.Attempts, &it.Throttles, &it.LastHTTPStatus, &it.LastReason, &it.CheckedAt},
-			func() error { return fn(it) })
+// New returns the report of a run with its totals and no item yet, in
+// format v1: the caller adds the items it selected.
+func New(s ledger.Summary) Report {
+	return Report{Format: FormatVersion, Run: Run{RunID: s.RunID, ReconciliationID: s.ReconciliationID,
+		BusinessDate: s.BusinessDate.String(), Generation: s.Generation, Trigger: s.Trigger, TriggeredBy: s.TriggeredBy,
+		Source: s.Source, SourceSHA256: s.SourceSHA256, TimeZone: s.TimeZone, Items: int(s.Items),
+		Matched: int(s.Matched), Mismatched: int(s.Mismatched), Missing: int(s.Missing),
+		DeadLettered: int(s.DeadLettered), Open: int(s.Open), ProviderCalls: s.ProviderCalls, Throttles: s.Throttles,
+		CreatedAt: s.CreatedAt, CompletedAt: s.CompletedAt, Cancelled: int(s.Cancelled), CancelledAt: s.CancelledAt,
+		CancelledBy: s.CancelledBy, CancelReason: s.CancelReason},
+		Discrepancies: []Discrepancy{}, Missing: []Item{}, DeadLetters: []DeadLetter{}}
+}
+
+// ItemOf is the report's row of a ledger item.
+func ItemOf(it ledger.Item) Item {
+	return Item{TransactionID: it.TransactionID, AccountID: it.AccountID, AmountMinor: it.AmountMinor,
+		Currency: it.Currency, Status: it.Status, Outcome: string(it.State), Attempts: it.Attempts,
+		Throttles: it.Throttles, LastHTTPStatus: nonZero(it.LastHTTPStatus), LastReason: it.LastReason,
+		CheckedAt: timeOrNil(it.TerminalAt)}
+}
+
+func itemsOf(items []ledger.Item) []Item {
+	out := make([]Item, len(items))
+	for i, it := range items {
+		out[i] = ItemOf(it)
 	}
-	if err != nil {
-		return fmt.Errorf("read items of run %s: %w", runID, err)
+	return out
+}
+
+// DiscrepanciesOf returns a mismatched item's rows, one per differing field
+// (only field's when it is not empty), ordered by field.
+func DiscrepanciesOf(it ledger.Item, field string) []Discrepancy {
+	var out []Discrepancy
+	var p ledger.Provider
+	if it.Reported != nil {
+		p = *it.Reported
 	}
-	return nil
+	for _, d := range it.Differences {
+		if field != "" && d.Field != field {
+			continue
+		}
+		out = append(out, Discrepancy{TransactionID: it.TransactionID, AccountID: it.AccountID, Field: d.Field,
+			Expected: d.Expected, Provider: d.Provider, Attempts: it.Attempts, CheckedAt: timeOrNil(it.TerminalAt),
+			AmountMinor: it.AmountMinor, Currency: it.Currency, Status: it.Status,
+			ProviderAmountMinor: p.AmountMinor, ProviderCurrency: p.Currency, ProviderStatus: p.Status})
+	}
+	slices.SortStableFunc(out, func(a, b Discrepancy) int { return strings.Compare(a.Field, b.Field) })
+	return out
+}
+
+// DeadLetterOf is the report's row of a dead letter.
+func DeadLetterOf(d ledger.DeadLetter) DeadLetter {
+	return DeadLetter{TransactionID: d.TransactionID, AccountID: d.AccountID, Attempts: d.Attempts,
+		Throttles: d.Throttles, Reason: d.Reason, HTTPStatus: nonZero(d.HTTPStatus), Detail: d.Detail,
+		DeadLetteredAt: timeOrNil(d.At), AmountMinor: d.AmountMinor, Currency: d.Currency, Status: d.Status}
+}
+
+// nonZero is nil for 0 (no HTTP status), n's address otherwise.
+func nonZero(n int) *int {
+	if n == 0 {
+		return nil
+	}
+	return &n
+}
+
+// timeOrNil is nil for the zero time (not yet), t's address otherwise.
+func timeOrNil(t time.Time) *time.Time {
+	if t.IsZero() {
+		return nil
+	}
+	return &t
 }
 
 // WriteJSON writes the report as one indented JSON object:
@@ -387,8 +415,8 @@ func utcPtr(t *time.Time) *time.Time {
 // with commas, quotes or newlines double-quoted), except that lines end in
 // \n. A text cell that a spreadsheet would take for a formula (starting
 // with = + - @, a tab or a carriage return, and not a plain number) starts
-// with a single quote (see SafeCell); numeric columns are never changed. Columns may be appended in v1; none are renamed, removed or
-// reordered.
+// with a single quote (see SafeCell); numeric columns are never changed.
+// Columns may be appended in v1; none are renamed, removed or reordered.
 //   - provider_amount_minor, provider_currency, provider_status: for
 //     discrepancy rows, the provider's record; empty otherwise.
 var CSVHeader = []string{"record", "reconciliation_id", "business_date", "generation", "transaction_id", "account_id",
