@@ -294,14 +294,6 @@ func ItemOf(it ledger.Item) Item {
 		CheckedAt: timeOrNil(it.TerminalAt)}
 }
 
-func itemsOf(items []ledger.Item) []Item {
-	out := make([]Item, len(items))
-	for i, it := range items {
-		out[i] = ItemOf(it)
-	}
-	return out
-}
-
 // DiscrepanciesOf returns a mismatched item's rows, one per differing field
 // (only field's when it is not empty), ordered by field.
 func DiscrepanciesOf(it ledger.Item, field string) []Discrepancy {
