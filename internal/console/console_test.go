@@ -8,6 +8,7 @@ import (
 	"net/http/httptest"
 	"net/netip"
 	"net/url"
+	"regexp"
 	"strconv"
 	"strings"
 	"testing"
@@ -113,11 +114,19 @@ func setupDay(t *testing.T, auth Auth, day string) *testBundle {
 	if err := q.Release(ctx, release); err != nil {
 		t.Fatal(err)
 	}
-	h, err := New(Config{Pool: pool, Auth: auth, Queue: q})
+	h := newHandler(t, Config{Pool: pool, Auth: auth, Queue: q})
+	return &testBundle{pool: pool, h: h, runID: res.RunID, q: q}
+}
+
+// newHandler is New for a test: the console is closed when the test ends.
+func newHandler(t *testing.T, cfg Config) *Handler {
+	t.Helper()
+	h, err := New(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
-	return &testBundle{pool: pool, h: h, runID: res.RunID, q: q}
+	t.Cleanup(h.Close)
+	return h
 }
 
 // htpasswd returns users alice and bob with passwords "alice-pw" and
@@ -295,6 +304,17 @@ func TestOperatorCancelsARun(t *testing.T) {
 	}
 	if actor != "alice@console" || detail != "wrong export" || !completed {
 		t.Errorf("cancel recorded by %q with detail %q, run completed %v; want alice@console, the reason, completed", actor, detail, completed)
+	}
+	// Every page says the run was cancelled, by whom and why, not that it
+	// is complete.
+	runs := b.do(t, "GET", "/", alice, nil).Body.String()
+	if !strings.Contains(runs, `<span class="state state-cancelled">cancelled</span> <span class="muted">by alice@console: wrong export</span>`) {
+		t.Errorf("the runs page does not show the run cancelled by alice for her reason:\n%s", runs)
+	}
+	page := b.do(t, "GET", run, alice, nil).Body.String()
+	if !strings.Contains(page, "Progress: <span class=\"state state-cancelled\">cancelled</span>") ||
+		!regexp.MustCompile(`Cancelled by <strong>alice@console</strong> at [^:]+:\d\d:\d\dZ: wrong export\. 1 item\(s\) were withdrawn`).MatchString(page) {
+		t.Errorf("the run page does not say who cancelled the run and why:\n%s", page)
 	}
 }
 
