@@ -1,10 +1,10 @@
 package systemd_test
 
 import (
-	"os/exec"
-	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/reconcile/reconcile/deploy/internal/cmdcheck"
 )
 
 // TestExecStartFlagsAreFlagsOfTheCommand builds reconcile and checks that
@@ -12,12 +12,7 @@ import (
 // -h).
 func TestExecStartFlagsAreFlagsOfTheCommand(t *testing.T) {
 	t.Parallel()
-	bin := filepath.Join(t.TempDir(), "reconcile")
-	build := exec.Command("go", "build", "-o", bin, "./cmd/reconcile")
-	build.Dir = "../.."
-	if out, err := build.CombinedOutput(); err != nil {
-		t.Fatalf("build reconcile: %v\n%s", err, out)
-	}
+	bin := cmdcheck.Build(t, "../..")
 	for _, u := range units {
 		exec := settings(t, u)["ExecStart"]
 		if exec == "" {
@@ -28,20 +23,8 @@ func TestExecStartFlagsAreFlagsOfTheCommand(t *testing.T) {
 			t.Errorf("%s: ExecStart %q does not run reconcile", u, exec)
 			continue
 		}
-		help := helpOf(t, bin, fields[1])
-		for _, f := range fields[2:] {
-			if strings.HasPrefix(f, "--") && !strings.Contains(help, "\n  "+f+" ") && !strings.Contains(help, "\n  "+f+"\n") {
-				t.Errorf("%s: reconcile %s has no flag %s", u, fields[1], f)
-			}
+		for _, f := range cmdcheck.UnknownFlags(t, bin, fields[1:]) {
+			t.Errorf("%s: reconcile %s has no flag %s", u, fields[1], f)
 		}
 	}
-}
-
-func helpOf(t *testing.T, bin, sub string) string {
-	t.Helper()
-	out, _ := exec.Command(bin, sub, "-h").CombinedOutput()
-	if !strings.Contains(string(out), "Usage: reconcile "+sub) {
-		t.Fatalf("reconcile %s is not a subcommand:\n%s", sub, out)
-	}
-	return string(out)
 }
