@@ -2,6 +2,7 @@ package ledger
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
@@ -148,3 +149,22 @@ func RecordUnexpected(ctx context.Context, tx DB, runID uuid.UUID, provider, act
 // They are recorded terminal and never count a shard down, so one shard
 // takes them all without contention.
 const unexpectedShard = 0
+
+// RunDay is the business date of a run and the time zone it was read in.
+type RunDay struct {
+	Date     time.Time
+	TimeZone string
+}
+
+// RunDayOf returns the business date and time zone of run runID.
+func RunDayOf(ctx context.Context, db DB, runID uuid.UUID) (RunDay, error) {
+	var d RunDay
+	err := db.QueryRow(ctx, `SELECT business_date, time_zone FROM runs WHERE run_id = $1`, runID).Scan(&d.Date, &d.TimeZone)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return RunDay{}, fmt.Errorf("run %s: %w", runID, ErrNotFound)
+	}
+	if err != nil {
+		return RunDay{}, fmt.Errorf("read the business date of run %s: %w", runID, err)
+	}
+	return d, nil
+}
