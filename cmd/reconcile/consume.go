@@ -18,6 +18,7 @@ import (
 	"github.com/reconcile/reconcile/internal/decision"
 	"github.com/reconcile/reconcile/internal/ledger"
 	"github.com/reconcile/reconcile/internal/limiter"
+	"github.com/reconcile/reconcile/internal/listing"
 	"github.com/reconcile/reconcile/internal/metrics"
 	"github.com/reconcile/reconcile/internal/profile"
 	"github.com/reconcile/reconcile/internal/progress"
@@ -30,6 +31,8 @@ import (
 type consumeFlags struct {
 	untilDone        bool
 	concurrency      int
+	mode             string
+	listMargin       time.Duration
 	rate             float64
 	burst            int
 	save             bool
@@ -59,6 +62,8 @@ func (f *consumeFlags) register(fs *flag.FlagSet) {
 	def := decision.Policy{}.WithDefaults()
 	fs.BoolVar(&f.untilDone, "until-done", false, "exit 0 once every run is complete, printing a summary")
 	fs.IntVar(&f.concurrency, "concurrency", consume.DefaultConcurrency, "workers calling the provider at once")
+	fs.StringVar(&f.mode, "mode", "lookup", "lookup: one call per item; list: page through the provider's list of each run's date first, look up only what it lacks, report what the file lacks as unexpected; auto: list where the profile can")
+	fs.DurationVar(&f.listMargin, "list-margin", listing.DefaultMargin, "list mode: widen the business date's window by this much on both sides")
 	fs.Float64Var(&f.rate, "rate", 0, "shared provider rate limit (calls/s) when none is stored yet; a stored one is kept (a warning says so) unless --save")
 	fs.IntVar(&f.burst, "burst", 0, "shared burst with --rate; 0: the rate, rounded up")
 	fs.BoolVar(&f.save, "save", false, "with --rate: store it as the shared limit of every consumer, as reconcile limit set does")
@@ -122,11 +127,23 @@ func (f *consumeFlags) validate() error {
 		return usageErrorf("--max-deliveries %d: want at least 1", f.maxDeliveries)
 	case f.timeout <= 0:
 		return usageErrorf("--timeout %s: want a positive duration", f.timeout)
+	case f.listMargin < 0 || f.listMargin > 24*time.Hour:
+		return usageErrorf("--list-margin %s: want 0 to 24h", f.listMargin)
 	case f.progress != "auto" && f.progress != "bar" && f.progress != "log" && f.progress != "off":
 		return usageErrorf("--progress %q: want auto, bar, log or off", f.progress)
 	}
+	if _, err := consume.ParseMode(f.mode); err != nil {
+		return usageErrorf("--mode: %v", err)
+	}
 	_, err := f.policy()
 	return err
+}
+
+// consumeConfig is the consumer's configuration from the flags.
+func (f *consumeFlags) consumeConfig(policy decision.Policy, logger *slog.Logger) consume.Config {
+	mode, _ := consume.ParseMode(f.mode) // validated
+	return consume.Config{Concurrency: f.concurrency, Policy: policy, UntilDone: f.untilDone, Grace: f.grace,
+		Logger: logger, Mode: mode, ListMargin: f.listMargin}
 }
 
 func cmdConsume(ctx context.Context, e *env, args []string) error {
@@ -237,8 +254,7 @@ func runConsume(ctx context.Context, e *env, pool *pgxpool.Pool, logger *slog.Lo
 	if err := checkQueuedProviders(ctx, q, nil); err != nil {
 		return err
 	}
-	c, err := consume.New(pool, q, lim, client, consume.Config{Concurrency: f.concurrency, Policy: policy,
-		UntilDone: f.untilDone, Grace: f.grace, Logger: logger})
+	c, err := consume.New(pool, q, lim, client, f.consumeConfig(policy, logger))
 	if err != nil {
 		return err
 	}
@@ -270,8 +286,7 @@ func runConsumeProviders(ctx context.Context, e *env, pool *pgxpool.Pool, logger
 		return err
 	}
 	defer closeAll()
-	c, err := consume.NewWithProviders(pool, q, providers, consume.Config{Concurrency: f.concurrency, Policy: policy,
-		UntilDone: f.untilDone, Grace: f.grace, Logger: logger})
+	c, err := consume.NewWithProviders(pool, q, providers, f.consumeConfig(policy, logger))
 	if err != nil {
 		return err
 	}

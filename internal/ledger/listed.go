@@ -117,6 +117,7 @@ func RecordUnexpected(ctx context.Context, tx DB, runID uuid.UUID, provider, act
 		     WHERE p.run_id = @run_id AND p.provider = @provider
 		       AND NOT EXISTS (SELECT FROM items i WHERE i.run_id = p.run_id AND i.transaction_id = p.record_id)
 		    RETURNING transaction_id),
+		grown AS (UPDATE runs SET item_count = item_count + (SELECT count(*) FROM new) WHERE run_id = @run_id),
 		counted AS (
 		    INSERT INTO run_shards AS s (run_id, shard, remaining, unexpected)
 		    SELECT @run_id, @shard, 0, count(*) FROM new HAVING count(*) > 0

@@ -37,6 +37,14 @@ type ListConfig struct {
 	Faults int
 }
 
+// SetLate replaces ListConfig.Late: the records the list does not show
+// yet.
+func (s *Server) SetLate(late map[string]bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.cfg.List.Late = late
+}
+
 // PageCalls returns how many times the list answered the page at cursor
 // with 200 (the first page's cursor is ""), for every window asked.
 func (s *Server) PageCalls() map[string]int {
