@@ -26,6 +26,55 @@ COMMENT ON COLUMN run_completions.unexpected IS 'Records the provider listed for
 COMMENT ON COLUMN account_completions.unexpected IS 'Unexpected items of the account.';
 COMMENT ON COLUMN completion_rounds.unexpected IS 'Unexpected items at this completion.';
 
+-- New columns go at the end of a replaced view.
+CREATE OR REPLACE VIEW run_summary AS
+SELECT r.run_id,
+       r.reconciliation_id,
+       r.business_date,
+       r.generation,
+       r.trigger,
+       r.triggered_by,
+       r.source,
+       r.item_count,
+       coalesce(s.queued, 0)          AS queued,
+       coalesce(s.retry_scheduled, 0) AS retry_scheduled,
+       coalesce(s.matched, 0)         AS matched,
+       coalesce(s.mismatched, 0)      AS mismatched,
+       coalesce(s.missing, 0)         AS missing,
+       coalesce(s.dead_lettered, 0)   AS dead_lettered,
+       coalesce(s.open_items, 0)      AS open_items,
+       coalesce(s.provider_calls, 0)  AS provider_calls,
+       coalesce(s.throttles, 0)       AS throttles,
+       r.created_at,
+       r.completed_at,
+       r.completed_at - r.created_at  AS duration,
+       c.round                        AS completion_round,
+       c.completed_by,
+       coalesce(s.cancelled, 0)       AS cancelled,
+       r.cancelled_at,
+       r.cancelled_by,
+       r.cancel_reason,
+       coalesce(s.unexpected, 0)      AS unexpected
+  FROM runs r
+  LEFT JOIN LATERAL (
+        SELECT count(*) FILTER (WHERE i.state = 'queued')          AS queued,
+               count(*) FILTER (WHERE i.state = 'retry_scheduled') AS retry_scheduled,
+               count(*) FILTER (WHERE i.state = 'matched')         AS matched,
+               count(*) FILTER (WHERE i.state = 'mismatched')      AS mismatched,
+               count(*) FILTER (WHERE i.state = 'missing')         AS missing,
+               count(*) FILTER (WHERE i.state = 'dead_lettered')   AS dead_lettered,
+               count(*) FILTER (WHERE i.state = 'cancelled')       AS cancelled,
+               count(*) FILTER (WHERE i.state = 'unexpected')      AS unexpected,
+               count(*) FILTER (WHERE i.state IN ('queued', 'retry_scheduled')) AS open_items,
+               sum(i.attempts)::bigint                             AS provider_calls,
+               sum(i.throttles)::bigint                            AS throttles
+          FROM items i
+         WHERE i.run_id = r.run_id
+       ) s ON true
+  LEFT JOIN run_completions c ON c.run_id = r.run_id;
+
+COMMENT ON COLUMN run_summary.unexpected IS 'Records the provider listed for the date that the payment file lacks (list mode).';
+
 CREATE TABLE provider_records (
     run_id         uuid        NOT NULL REFERENCES runs (run_id),
     provider       text        NOT NULL,
@@ -97,6 +146,59 @@ $$;
 -- +goose StatementEnd
 
 -- +goose Down
+DROP VIEW run_summary;
+CREATE VIEW run_summary AS
+SELECT r.run_id,
+       r.reconciliation_id,
+       r.business_date,
+       r.generation,
+       r.trigger,
+       r.triggered_by,
+       r.source,
+       r.item_count,
+       coalesce(s.queued, 0)          AS queued,
+       coalesce(s.retry_scheduled, 0) AS retry_scheduled,
+       coalesce(s.matched, 0)         AS matched,
+       coalesce(s.mismatched, 0)      AS mismatched,
+       coalesce(s.missing, 0)         AS missing,
+       coalesce(s.dead_lettered, 0)   AS dead_lettered,
+       coalesce(s.open_items, 0)      AS open_items,
+       coalesce(s.provider_calls, 0)  AS provider_calls,
+       coalesce(s.throttles, 0)       AS throttles,
+       r.created_at,
+       r.completed_at,
+       r.completed_at - r.created_at  AS duration,
+       c.round                        AS completion_round,
+       c.completed_by,
+       coalesce(s.cancelled, 0)       AS cancelled,
+       r.cancelled_at,
+       r.cancelled_by,
+       r.cancel_reason
+  FROM runs r
+  LEFT JOIN LATERAL (
+        SELECT count(*) FILTER (WHERE i.state = 'queued')          AS queued,
+               count(*) FILTER (WHERE i.state = 'retry_scheduled') AS retry_scheduled,
+               count(*) FILTER (WHERE i.state = 'matched')         AS matched,
+               count(*) FILTER (WHERE i.state = 'mismatched')      AS mismatched,
+               count(*) FILTER (WHERE i.state = 'missing')         AS missing,
+               count(*) FILTER (WHERE i.state = 'dead_lettered')   AS dead_lettered,
+               count(*) FILTER (WHERE i.state = 'cancelled')       AS cancelled,
+               count(*) FILTER (WHERE i.state IN ('queued', 'retry_scheduled')) AS open_items,
+               sum(i.attempts)::bigint                             AS provider_calls,
+               sum(i.throttles)::bigint                            AS throttles
+          FROM items i
+         WHERE i.run_id = r.run_id
+       ) s ON true
+  LEFT JOIN run_completions c ON c.run_id = r.run_id;
+-- +goose StatementBegin
+DO $$
+BEGIN
+    IF EXISTS (SELECT FROM pg_roles WHERE rolname = 'reconcile_auditor') THEN
+        GRANT SELECT ON run_summary TO reconcile_auditor;
+    END IF;
+END
+$$;
+-- +goose StatementEnd
 DROP TABLE run_listings;
 DROP TABLE provider_records;
 ALTER TABLE completion_rounds DROP COLUMN unexpected;
