@@ -98,8 +98,8 @@ func (st Status) WriteText(w io.Writer) error {
 	for _, r := range st.Runs {
 		s := r.States
 		fmt.Fprintf(bw, "\nrun %s (%s, generation %d, %s, source %s)\n  id        %s\n", r.ReconciliationID, r.BusinessDate, r.Generation, r.Trigger, r.Source, r.RunID)
-		fmt.Fprintf(bw, "  items     %d: %d matched, %d mismatched, %d missing, %d dead-lettered, %d queued, %d retry scheduled\n",
-			r.Items, s.Matched, s.Mismatched, s.Missing, s.DeadLettered, s.Queued, s.RetryScheduled)
+		fmt.Fprintf(bw, "  items     %d: %d matched, %d mismatched, %d missing, %d dead-lettered, %d unexpected, %d queued, %d retry scheduled\n",
+			r.Items, s.Matched, s.Mismatched, s.Missing, s.DeadLettered, s.Unexpected, s.Queued, s.RetryScheduled)
 		fmt.Fprintf(bw, "  progress  %s (%d of %d done)\n", fmtPercent(r.ProgressPercent, r.Open == 0), r.Items-r.Open, r.Items)
 		fmt.Fprintf(bw, "  calls     %d provider calls, %d throttled\n", r.ProviderCalls, r.Throttles)
 		writeProviderTotals(bw, "  ", r.Providers)

@@ -43,6 +43,9 @@ type Report struct {
 	Missing []Item `json:"missing"`
 	// DeadLetters lists the items given up on, with the reason.
 	DeadLetters []DeadLetter `json:"dead_letters"`
+	// Unexpected lists the records the provider listed for the date that
+	// the payment file lacks (list mode), with the provider's values.
+	Unexpected []Unexpected `json:"unexpected"`
 	// Items lists every item (only with Options.All; omitted otherwise).
 	Items []Item `json:"items,omitempty"`
 	// Providers breaks the run's items down by provider; omitted when they
@@ -55,25 +58,28 @@ const FormatVersion = "reconcile-report/v1"
 
 // Run describes the reported run and its totals.
 type Run struct {
-	RunID            uuid.UUID  `json:"run_id"`
-	ReconciliationID string     `json:"reconciliation_id"`
-	BusinessDate     string     `json:"business_date"`
-	Generation       int        `json:"generation"`
-	Trigger          string     `json:"trigger"`
-	TriggeredBy      string     `json:"triggered_by"`
-	Source           string     `json:"source"`
-	SourceSHA256     string     `json:"source_sha256"`
-	TimeZone         string     `json:"time_zone"`
-	Items            int        `json:"items"`
-	Matched          int        `json:"matched"`
-	Mismatched       int        `json:"mismatched"`
-	Missing          int        `json:"missing"`
-	DeadLettered     int        `json:"dead_lettered"`
-	Open             int        `json:"open"`
-	ProviderCalls    int64      `json:"provider_calls"`
-	Throttles        int64      `json:"throttles"`
-	CreatedAt        time.Time  `json:"created_at"`
-	CompletedAt      *time.Time `json:"completed_at"`
+	RunID            uuid.UUID `json:"run_id"`
+	ReconciliationID string    `json:"reconciliation_id"`
+	BusinessDate     string    `json:"business_date"`
+	Generation       int       `json:"generation"`
+	Trigger          string    `json:"trigger"`
+	TriggeredBy      string    `json:"triggered_by"`
+	Source           string    `json:"source"`
+	SourceSHA256     string    `json:"source_sha256"`
+	TimeZone         string    `json:"time_zone"`
+	Items            int       `json:"items"`
+	Matched          int       `json:"matched"`
+	Mismatched       int       `json:"mismatched"`
+	Missing          int       `json:"missing"`
+	DeadLettered     int       `json:"dead_lettered"`
+	// Unexpected counts the records the provider has and the file lacks;
+	// Items includes them.
+	Unexpected    int        `json:"unexpected"`
+	Open          int        `json:"open"`
+	ProviderCalls int64      `json:"provider_calls"`
+	Throttles     int64      `json:"throttles"`
+	CreatedAt     time.Time  `json:"created_at"`
+	CompletedAt   *time.Time `json:"completed_at"`
 }
 
 // Discrepancy is one field on which the provider disagrees with the source.
@@ -144,24 +150,38 @@ type DeadLetter struct {
 	Status      string `json:"status"`
 }
 
+// Unexpected is a record the provider listed for the run's date that the
+// payment file lacks: a charge nobody booked.
+type Unexpected struct {
+	TransactionID       string `json:"transaction_id"`
+	ProviderAmountMinor int64  `json:"provider_amount_minor"`
+	ProviderCurrency    string `json:"provider_currency"`
+	ProviderStatus      string `json:"provider_status"`
+	// Provider names the provider that listed it; empty: the default.
+	Provider string `json:"provider"`
+	// ListedAt is when it was recorded.
+	ListedAt *time.Time `json:"listed_at"`
+}
+
 // Load reads the report of the run opts selects; ErrNoRun when the date or
 // generation has none.
 func Load(ctx context.Context, db DB, opts Options) (Report, error) {
 	if opts.Date.IsZero() {
 		return Report{}, errors.New("load report: no business date")
 	}
-	rep := Report{Format: FormatVersion, Discrepancies: []Discrepancy{}, Missing: []Item{}, DeadLetters: []DeadLetter{}}
+	rep := Report{Format: FormatVersion, Discrepancies: []Discrepancy{}, Missing: []Item{}, DeadLetters: []DeadLetter{},
+		Unexpected: []Unexpected{}}
 	r := &rep.Run
 	err := db.QueryRow(ctx, `
 		SELECT s.run_id, s.reconciliation_id, s.business_date::text, s.generation, s.trigger, s.triggered_by, s.source,
 		       r.source_sha256, r.time_zone, s.item_count, s.matched, s.mismatched, s.missing, s.dead_lettered,
-		       s.open_items, s.provider_calls, s.throttles, s.created_at, s.completed_at
+		       s.unexpected, s.open_items, s.provider_calls, s.throttles, s.created_at, s.completed_at
 		  FROM run_summary s JOIN runs r USING (run_id)
 		 WHERE s.business_date = $1 AND ($2 = 0 OR s.generation = $2)
 		 ORDER BY s.generation DESC LIMIT 1`, opts.Date.String(), opts.Generation).
 		Scan(&r.RunID, &r.ReconciliationID, &r.BusinessDate, &r.Generation, &r.Trigger, &r.TriggeredBy, &r.Source,
 			&r.SourceSHA256, &r.TimeZone, &r.Items, &r.Matched, &r.Mismatched, &r.Missing, &r.DeadLettered,
-			&r.Open, &r.ProviderCalls, &r.Throttles, &r.CreatedAt, &r.CompletedAt)
+			&r.Unexpected, &r.Open, &r.ProviderCalls, &r.Throttles, &r.CreatedAt, &r.CompletedAt)
 	if errors.Is(err, pgx.ErrNoRows) {
 		if opts.Generation > 0 {
 			return Report{}, fmt.Errorf("report %s generation %d: %w", opts.Date, opts.Generation, ErrNoRun)
@@ -199,6 +219,16 @@ func Load(ctx context.Context, db DB, opts Options) (Report, error) {
 	if rep.DeadLetters, err = pgx.CollectRows(rows, pgx.RowToStructByPos[DeadLetter]); err != nil {
 		return Report{}, fmt.Errorf("read dead letters of %s: %w", r.ReconciliationID, err)
 	}
+	rows, err = db.Query(ctx, `
+		SELECT transaction_id, coalesce(provider_amount_minor, 0), coalesce(provider_currency, ''),
+		       coalesce(provider_status, ''), provider, terminal_at
+		  FROM items WHERE run_id = $1 AND state = 'unexpected' ORDER BY transaction_id`, r.RunID)
+	if err != nil {
+		return Report{}, fmt.Errorf("read unexpected records of %s: %w", r.ReconciliationID, err)
+	}
+	if rep.Unexpected, err = pgx.CollectRows(rows, pgx.RowToStructByPos[Unexpected]); err != nil {
+		return Report{}, fmt.Errorf("read unexpected records of %s: %w", r.ReconciliationID, err)
+	}
 	if opts.All {
 		if rep.Items, err = loadItems(ctx, db, r.RunID, ""); err != nil {
 			return Report{}, err
@@ -210,6 +240,7 @@ func Load(ctx context.Context, db DB, opts Options) (Report, error) {
 	rep.Discrepancies = nonNil(rep.Discrepancies)
 	rep.Missing = nonNil(rep.Missing)
 	rep.DeadLetters = nonNil(rep.DeadLetters)
+	rep.Unexpected = nonNil(rep.Unexpected)
 	return rep, nil
 }
 
@@ -239,7 +270,7 @@ func nonNil[T any](s []T) []T {
 // WriteJSON writes the report as one indented JSON object:
 //
 //	{"format": "reconcile-report/v1", "run": {...}, "discrepancies": [...],
-//	 "missing": [...], "dead_letters": [...], "items": [...]}
+//	 "missing": [...], "dead_letters": [...], "unexpected": [...], "items": [...]}
 //
 // with the field names of the struct tags of Run, Discrepancy, Item and
 // DeadLetter. Instants are RFC 3339 in UTC; absent values are null; "items"
@@ -255,6 +286,11 @@ func (rep Report) WriteJSON(w io.Writer) error {
 		utc.Discrepancies[i] = d
 	}
 	utc.Missing = utcItems(rep.Missing)
+	utc.Unexpected = make([]Unexpected, len(rep.Unexpected))
+	for i, u := range rep.Unexpected {
+		u.ListedAt = utcPtr(u.ListedAt)
+		utc.Unexpected[i] = u
+	}
 	utc.Items = utcItems(rep.Items)
 	utc.DeadLetters = make([]DeadLetter, len(rep.DeadLetters))
 	for i, d := range rep.DeadLetters {
@@ -287,7 +323,9 @@ func utcItems(items []Item) []Item {
 // CSVHeader is the header row of WriteCSV, in order:
 //
 //   - record: discrepancy (one row per differing field of a mismatched
-//     item), missing, dead_letter, or item (every item, only with --all).
+//     item), missing, dead_letter, unexpected (a record the provider listed
+//     that the file lacks: its expected cells are empty, its provider cells
+//     hold the provider's values), or item (every item, only with --all).
 //     Rows come in that order, each kind sorted by transaction_id (then
 //     field).
 //   - reconciliation_id, business_date (YYYY-MM-DD), generation: the run.
@@ -340,6 +378,10 @@ func (rep Report) WriteCSV(w io.Writer) error {
 			"dead_lettered", "", "", "", d.Reason, httpStatus(d.HTTPStatus), strconv.Itoa(d.Attempts),
 			strconv.Itoa(d.Throttles), oneLine(d.Detail), csvTime(d.DeadLetteredAt), "", "", "")
 	}
+	for _, u := range rep.Unexpected {
+		write("unexpected", u.TransactionID, "", "", "", "", "unexpected", "", "", "", "unexpected", "", "0", "0", "",
+			csvTime(u.ListedAt), strconv.FormatInt(u.ProviderAmountMinor, 10), u.ProviderCurrency, u.ProviderStatus)
+	}
 	for _, it := range rep.Items {
 		write("item", itemCells(it)...)
 	}
@@ -381,8 +423,8 @@ func (rep Report) WriteTable(w io.Writer) error {
 	r := rep.Run
 	fmt.Fprintf(bw, "run %s (%s, generation %d, %s by %s)\n", r.ReconciliationID, r.BusinessDate, r.Generation, r.Trigger, r.TriggeredBy)
 	fmt.Fprintf(bw, "source %s (sha256 %s, time zone %s)\n", r.Source, r.SourceSHA256, r.TimeZone)
-	fmt.Fprintf(bw, "%d items: %d matched, %d mismatched, %d missing, %d dead-lettered, %d open; %d provider calls, %d throttled\n",
-		r.Items, r.Matched, r.Mismatched, r.Missing, r.DeadLettered, r.Open, r.ProviderCalls, r.Throttles)
+	fmt.Fprintf(bw, "%d items: %d matched, %d mismatched, %d missing, %d dead-lettered, %d unexpected, %d open; %d provider calls, %d throttled\n",
+		r.Items, r.Matched, r.Mismatched, r.Missing, r.DeadLettered, r.Unexpected, r.Open, r.ProviderCalls, r.Throttles)
 	writeProviderTotals(bw, "", rep.Providers)
 	fmt.Fprintf(bw, "created %s, completed %s\n", fmtTime(r.CreatedAt), fmtTimePtr(r.CompletedAt))
 
@@ -411,6 +453,11 @@ func (rep Report) WriteTable(w io.Writer) error {
 			fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%s\t%s\t%s\t%d\t%d\t%s\n", cell(d.TransactionID), cell(d.AccountID),
 				d.AmountMinor, d.Currency, d.Status, d.Reason, cell(httpStatus(d.HTTPStatus)), d.Attempts, d.Throttles,
 				cell(oneLine(d.Detail)))
+		}
+	}
+	if section("unexpected: at the provider, not in the file", len(rep.Unexpected), "TRANSACTION\tPROVIDER_AMOUNT_MINOR\tPROVIDER_CURRENCY\tPROVIDER_STATUS") {
+		for _, u := range rep.Unexpected {
+			fmt.Fprintf(tw, "%s\t%d\t%s\t%s\n", cell(u.TransactionID), u.ProviderAmountMinor, u.ProviderCurrency, u.ProviderStatus)
 		}
 	}
 	if rep.Items != nil && section("items", len(rep.Items), "TRANSACTION\tACCOUNT\tAMOUNT_MINOR\tCURRENCY\tSTATUS\tOUTCOME\tATTEMPTS\tTHROTTLES\tLAST_HTTP\tLAST_REASON") {

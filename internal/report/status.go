@@ -129,6 +129,9 @@ type StateCounts struct {
 	Mismatched     int `json:"mismatched"`
 	Missing        int `json:"missing"`
 	DeadLettered   int `json:"dead_lettered"`
+	// Unexpected counts the records the provider listed that the file
+	// lacks (list mode).
+	Unexpected int `json:"unexpected"`
 }
 
 // Open is the number of items not yet in a terminal state.
@@ -262,7 +265,7 @@ func loadRuns(ctx context.Context, db DB, d payments.Date) ([]RunStatus, error) 
 	}
 	rows, err := db.Query(ctx, `
 		SELECT run_id, reconciliation_id, business_date::text, generation, trigger, source, item_count,
-		       queued, retry_scheduled, matched, mismatched, missing, dead_lettered,
+		       queued, retry_scheduled, matched, mismatched, missing, dead_lettered, unexpected,
 		       provider_calls, throttles, created_at, completed_at
 		  FROM run_summary
 		 WHERE CASE WHEN $1::date IS NOT NULL THEN business_date = $1::date
@@ -275,7 +278,7 @@ func loadRuns(ctx context.Context, db DB, d payments.Date) ([]RunStatus, error) 
 		var r RunStatus
 		err := row.Scan(&r.RunID, &r.ReconciliationID, &r.BusinessDate, &r.Generation, &r.Trigger, &r.Source, &r.Items,
 			&r.States.Queued, &r.States.RetryScheduled, &r.States.Matched, &r.States.Mismatched, &r.States.Missing,
-			&r.States.DeadLettered, &r.ProviderCalls, &r.Throttles, &r.CreatedAt, &r.CompletedAt)
+			&r.States.DeadLettered, &r.States.Unexpected, &r.ProviderCalls, &r.Throttles, &r.CreatedAt, &r.CompletedAt)
 		r.Open = r.States.Open()
 		if r.Items > 0 {
 			r.ProgressPercent = math.Round(float64(r.Items-r.Open)/float64(r.Items)*1000) / 10
