@@ -397,9 +397,21 @@ func printCompletions(ctx context.Context, w io.Writer, pool *pgxpool.Pool, sinc
 		return err
 	}
 	for _, c := range cs {
-		fmt.Fprintf(w, "%s complete: %d items: %d matched, %d mismatched, %d missing, %d dead-lettered; %d provider calls (%.3f per item), %d throttled; %s after enqueue\n",
-			c.ReconciliationID, c.Items, c.Matched, c.Mismatched, c.Missing, c.DeadLettered, c.ProviderCalls,
-			float64(c.ProviderCalls)/float64(max(c.Items, 1)), c.Throttles, c.Took.Round(time.Millisecond))
+		ls, err := listing.ProgressOf(ctx, pool, c.RunID)
+		if err != nil {
+			return err
+		}
+		calls := c.ProviderCalls
+		for _, l := range ls {
+			calls += int64(l.Calls)
+		}
+		fmt.Fprintf(w, "%s complete: %d items: %d matched, %d mismatched, %d missing, %d dead-lettered, %d unexpected; %d provider calls (%.3f per item), %d throttled; %s after enqueue\n",
+			c.ReconciliationID, c.Items, c.Matched, c.Mismatched, c.Missing, c.DeadLettered, c.Unexpected, calls,
+			float64(calls)/float64(max(c.Items, 1)), c.Throttles, c.Took.Round(time.Millisecond))
+		for _, l := range ls {
+			fmt.Fprintf(w, "  listed %s: %s, %d pages, %d records, %d page calls%s\n", cmp.Or(l.Provider, "the provider"), l.State,
+				l.Pages, l.Records, l.Calls, reasonSuffix(l.Reason))
+		}
 		if c.CompletedAt.Before(since) {
 			continue
 		}
@@ -416,4 +428,12 @@ func printCompletions(ctx context.Context, w io.Writer, pool *pgxpool.Pool, sinc
 		}
 	}
 	return nil
+}
+
+// reasonSuffix is ": reason" for a non-empty reason.
+func reasonSuffix(reason string) string {
+	if reason == "" {
+		return ""
+	}
+	return ": " + reason
 }

@@ -7,6 +7,7 @@ import (
 
 	"github.com/google/uuid"
 
+	"github.com/reconcile/reconcile/internal/circuit"
 	"github.com/reconcile/reconcile/internal/dbconn"
 	"github.com/reconcile/reconcile/internal/ledger"
 	"github.com/reconcile/reconcile/internal/listing"
@@ -60,7 +61,7 @@ func (c *Consumer) newLister(p Provider) (*listing.Lister, error) {
 		return nil, nil
 	}
 	return &listing.Lister{Pool: c.pool, Provider: p.Name, Client: p.Client, Limiter: p.Limiter, Actor: c.cfg.Actor,
-		Margin: c.cfg.ListMargin, Logger: c.cfg.Logger}, nil
+		Margin: c.cfg.ListMargin, Lease: c.queue.Visibility(), Logger: c.cfg.Logger}, nil
 }
 
 // listFirst makes sure that the runs of a claimed batch are listed before
@@ -99,6 +100,12 @@ func (c *Consumer) listFirst(ctx context.Context, l *lane, batch []job) ([]job, 
 			}
 			c.stats.listCalls.Add(int64(res.Calls))
 			l.settled[run] = true
+			if res.State == listing.Done && res.Records > 0 {
+				// The provider found the day's records at this URL with
+				// these credentials: the run's "not found" answers are
+				// its own, not a wrong URL's (see circuit.NotFound).
+				l.record(c.cfg.Now(), circuit.Event{Kind: circuit.Found, Run: run.String()})
+			}
 		}
 	}
 	if len(keep) == 0 {

@@ -165,6 +165,9 @@ type Completion struct {
 	RunID uuid.UUID
 	// CompletedAt is when the completion was recorded.
 	CompletedAt time.Time
+	// Unexpected counts the records the provider listed that the file
+	// lacks (list mode); Items includes them.
+	Unexpected int
 }
 
 // Completions returns the completion records of every completed run, by
@@ -172,7 +175,7 @@ type Completion struct {
 func Completions(ctx context.Context, db DB) ([]Completion, error) {
 	rows, err := db.Query(ctx, `
 		SELECT r.reconciliation_id, c.items, c.matched, c.mismatched, c.missing, c.dead_lettered,
-		       c.provider_calls, c.throttles, c.completed_at - r.created_at, r.run_id, c.completed_at
+		       c.provider_calls, c.throttles, c.completed_at - r.created_at, r.run_id, c.completed_at, c.unexpected
 		  FROM runs r JOIN run_completions c USING (run_id)
 		 ORDER BY r.business_date, r.generation`)
 	if err != nil {
