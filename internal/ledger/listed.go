@@ -52,8 +52,9 @@ func StoreListed(ctx context.Context, tx DB, runID uuid.UUID, provider string, p
 }
 
 // ListedFor returns the listed records of the given items, by item, for the
-// items whose provider listed one under the item's transaction id. Items
-// without a listed record are absent.
+// items whose provider listed one under the item's transaction id (an item
+// that names no provider belongs to the default one, whatever its name).
+// Items without a listed record are absent.
 func ListedFor(ctx context.Context, db DB, keys []Key) (map[Key]Listed, error) {
 	runs := make([]uuid.UUID, len(keys))
 	ids := make([]string, len(keys))
@@ -64,7 +65,8 @@ func ListedFor(ctx context.Context, db DB, keys []Key) (map[Key]Listed, error) {
 		SELECT i.run_id, p.record_id, p.amount_minor, p.currency, p.status, p.kind
 		  FROM unnest($1::uuid[], $2::text[]) AS k(run_id, transaction_id)
 		  JOIN items i USING (run_id, transaction_id)
-		  JOIN provider_records p ON p.run_id = i.run_id AND p.provider = i.provider AND p.record_id = i.transaction_id`,
+		  JOIN provider_records p ON p.run_id = i.run_id AND p.record_id = i.transaction_id
+		                         AND (p.provider = i.provider OR i.provider = '')`,
 		runs, ids)
 	if err != nil {
 		return nil, fmt.Errorf("read listed records of %d items: %w", len(keys), err)
