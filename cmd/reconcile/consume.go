@@ -151,13 +151,19 @@ func cmdConsume(ctx context.Context, e *env, args []string) error {
 		"Claim queued messages, call the provider at the shared rate limit, and record every outcome.\n"+
 			"Run as many consumers as you like, on any machines: the limiter is shared through Postgres.\n"+
 			"SIGINT/SIGTERM stop claiming, let in-flight calls finish (--grace) and hand back the rest.",
-		"RECONCILE_PROVIDER_URL=https://psp.example/api reconcile consume --until-done --concurrency 8")
+		"RECONCILE_PROVIDER_URL=https://psp.example/api reconcile consume --until-done --concurrency 8\n"+
+			"  reconcile consume --deadline 6h --notify https://hooks.slack.com/services/... --notify-format slack --console-url https://reconcile.example.com")
 	var f consumeFlags
 	f.register(fs)
+	var nf notifyFlags
+	nf.register(fs)
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
 	if err := f.validate(); err != nil {
+		return err
+	}
+	if _, _, err := nf.notifierConfig(e); err != nil {
 		return err
 	}
 	logger, err := e.logger()
@@ -175,7 +181,13 @@ func cmdConsume(ctx context.Context, e *env, args []string) error {
 		return err
 	}
 	defer pool.Close()
-	return runConsume(ctx, e, pool, logger, f, nil)
+	stopNotifier, err := startNotifier(ctx, e, logger, nf)
+	if err != nil {
+		return err
+	}
+	err = runConsume(ctx, e, pool, logger, f, nil)
+	stopNotifier(err == nil && f.untilDone)
+	return err
 }
 
 // applyRate stores --rate and --burst as the shared limit when the limiter

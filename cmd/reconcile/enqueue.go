@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"os"
 	"os/user"
+	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -25,9 +26,10 @@ func cmdEnqueue(ctx context.Context, e *env, args []string) error {
 			"no-op that reports it; from another input (its SHA-256 differs) it is refused: use --rerun all\n"+
 			"or `reconcile cancel`. --rerun all withdraws the unfinished items of the generation it replaces.\n"+
 			"Bad input is reported with file:line and nothing is written (exit 2).",
-		"reconcile enqueue --date 2026-10-24 --source payments-2026-10-24.csv")
-	date := fs.String("date", "", "business date to reconcile, YYYY-MM-DD (required)")
-	source := fs.String("source", "", "payment file (CSV with header, or JSON Lines), - for standard input (required unless --rerun failed)")
+		"reconcile enqueue --date 2026-10-24 --source payments-2026-10-24.csv\n"+
+			"  reconcile enqueue --date yesterday --tz Europe/Berlin --trigger cron --source '/data/payments-{date}.csv'")
+	date := fs.String("date", "", "business date to reconcile, YYYY-MM-DD, or yesterday or today in --tz (required)")
+	source := fs.String("source", "", "payment file (CSV with header, or JSON Lines), - for standard input (required unless --rerun failed); {date} in it is replaced by the date")
 	format := fs.String("format", "auto", "input format: csv, jsonl or auto (by extension; by content for -)")
 	tz := fs.String("tz", "UTC", "IANA time zone in which the business date is read")
 	allowOutside := fs.Bool("allow-outside-date", false, "accept payments whose occurred_at falls outside the business date")
@@ -64,16 +66,17 @@ func cmdEnqueue(ctx context.Context, e *env, args []string) error {
 func enqueueRequest(e *env, date, source, format, tz, trigger, rerun string, allowOutside bool) (enqueue.Request, error) {
 	var req enqueue.Request
 	if date == "" {
-		return req, usageErrorf("enqueue: --date is required (YYYY-MM-DD)")
-	}
-	d, err := payments.ParseDate(date)
-	if err != nil {
-		return req, usageErrorf("enqueue: --date: %v", err)
+		return req, usageErrorf("enqueue: --date is required (YYYY-MM-DD, yesterday or today)")
 	}
 	loc, err := time.LoadLocation(tz)
 	if err != nil {
 		return req, usageErrorf("enqueue: --tz %q: unknown time zone", tz)
 	}
+	d, err := businessDate(date, time.Now().In(loc))
+	if err != nil {
+		return req, usageErrorf("enqueue: --date: %v", err)
+	}
+	source = strings.ReplaceAll(source, "{date}", d.String())
 	f, err := payments.ParseFormat(format)
 	if err != nil {
 		return req, usageErrorf("enqueue: --format: %v", err)
@@ -158,4 +161,18 @@ func actorName() string {
 	}
 	host, _ := os.Hostname()
 	return name + "@" + host
+}
+
+// businessDate reads --date: YYYY-MM-DD, or yesterday or today as of now
+// (in the zone of --tz), for a cron job or timer that has no shell to work
+// the date out.
+func businessDate(s string, now time.Time) (payments.Date, error) {
+	switch s {
+	case "today", "yesterday":
+		if s == "yesterday" {
+			now = now.AddDate(0, 0, -1)
+		}
+		return payments.Date{Year: now.Year(), Month: now.Month(), Day: now.Day()}, nil
+	}
+	return payments.ParseDate(s)
 }

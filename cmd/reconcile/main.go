@@ -120,7 +120,8 @@ func usage(w io.Writer) {
 	b.WriteString("  --log-level LEVEL        debug, info, warn or error (default info)\n")
 	b.WriteString("  --version                print the version and exit (before the subcommand only)\n")
 	b.WriteString("\nEnvironment: DATABASE_URL (or PGHOST, PGUSER, ...), RECONCILE_PROVIDER_URL, RECONCILE_PROVIDER_TOKEN,\n")
-	b.WriteString("RECONCILE_PROVIDER_PROFILE (and the credential variables the profile names).\n")
+	b.WriteString("RECONCILE_PROVIDER_PROFILE (and the credential variables the profile names), RECONCILE_NOTIFY_URL and\n")
+	b.WriteString("RECONCILE_NOTIFY_SECRET (the morning message: consume and schedule --notify).\n")
 	b.WriteString("Run `reconcile help <subcommand>` for its flags and an example.\n")
 	_, _ = io.WriteString(w, b.String())
 }

@@ -21,7 +21,8 @@ func cmdSchedule(ctx context.Context, e *env, args []string) error {
 			"enqueued once. At start-up, dates missed within --catch-up are enqueued. A missing source is\n"+
 			"logged and shown by `reconcile status`; the scheduler carries on. With --consume it also runs\n"+
 			"a consumer (the consume flags apply). With --prune-after it runs `reconcile prune` after\n"+
-			"every tick.",
+			"every tick. With --notify it announces each run's completion (and, with --deadline, a\n"+
+			"missed deadline) to webhooks.",
 		"reconcile schedule --cron '0 2 * * *' --tz Europe/Berlin --source-template '/data/payments-{date}.csv' --catch-up 3d")
 	expr := fs.String("cron", "", "cron expression, 5 fields or a descriptor such as @daily; CRON_TZ=ZONE prefix allowed (required)")
 	tz := fs.String("tz", "", "IANA time zone of the expression and of the business date (default: CRON_TZ of the expression, else UTC)")
@@ -34,7 +35,12 @@ func cmdSchedule(ctx context.Context, e *env, args []string) error {
 	pruneAfter := fs.String("prune-after", "", "after every tick, prune what served the queue for runs completed this long ago (90d; see `reconcile prune`; default: never)")
 	var cf consumeFlags
 	cf.register(fs)
+	var nf notifyFlags
+	nf.register(fs)
 	if err := parseFlags(fs, args); err != nil {
+		return err
+	}
+	if _, _, err := nf.notifierConfig(e); err != nil {
 		return err
 	}
 	if *expr == "" {
@@ -106,6 +112,11 @@ func cmdSchedule(ctx context.Context, e *env, args []string) error {
 		return err
 	}
 
+	stopNotifier, err := startNotifier(ctx, e, logger, nf)
+	if err != nil {
+		return err
+	}
+	defer stopNotifier(false)
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	consumerDone := make(chan error, 1)

@@ -17,6 +17,8 @@ import (
 	"github.com/reconcile/reconcile/internal/dbconn"
 	"github.com/reconcile/reconcile/internal/httpserve"
 	"github.com/reconcile/reconcile/internal/limiter"
+	"github.com/reconcile/reconcile/internal/metrics"
+	"github.com/reconcile/reconcile/internal/queue"
 )
 
 // uiFlags are the flags of `reconcile ui`.
@@ -29,6 +31,7 @@ type uiFlags struct {
 	insecureLocal    bool
 	limiter          string
 	statementTimeout time.Duration
+	metricsAddr      string
 }
 
 func cmdUI(ctx context.Context, e *env, args []string) error {
@@ -49,6 +52,7 @@ with --insecure-local, and then everyone is an operator.`,
 	fs.BoolVar(&f.insecureLocal, "insecure-local", false, "no authentication (loopback --addr only): everyone is an operator")
 	fs.StringVar(&f.limiter, "limiter", limiter.DefaultName, "limiter whose limits a run's chart shows")
 	fs.DurationVar(&f.statementTimeout, "statement-timeout", 2*time.Second, "timeout of each statement of a page")
+	fs.StringVar(&f.metricsAddr, "metrics-addr", "", "serve the database's metrics (runs, deadlines, queue, consumers' heartbeats, webhook deliveries) at http://ADDR/metrics; empty: off")
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
@@ -61,8 +65,34 @@ with --insecure-local, and then everyone is an operator.`,
 		return err
 	}
 	defer pool.Close()
-	return serveConsole(ctx, e, logger, pool, f.addr, console.Config{Auth: auth, Limiter: f.limiter,
-		StatementTimeout: f.statementTimeout})
+	cfg := console.Config{Auth: auth, Limiter: f.limiter, StatementTimeout: f.statementTimeout}
+	if f.metricsAddr == "" {
+		return serveConsole(ctx, e, logger, pool, f.addr, cfg)
+	}
+	return serveWithMetrics(ctx, logger, f.metricsAddr, metrics.Config{Queue: queue.New(pool, queue.Config{}), DB: pool, Logger: logger},
+		func(ctx context.Context) error { return serveConsole(ctx, e, logger, pool, f.addr, cfg) })
+}
+
+// serveWithMetrics serves the metrics of cfg on addr while serve runs, and
+// stops both when either ends: a console whose metrics cannot be served
+// (the address is taken) does not start.
+func serveWithMetrics(ctx context.Context, logger *slog.Logger, addr string, cfg metrics.Config, serve func(context.Context) error) error {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	ready, errc := make(chan net.Addr, 1), make(chan error, 1)
+	go func() { errc <- metrics.Serve(ctx, addr, cfg, func(a net.Addr) { ready <- a }) }()
+	select {
+	case a := <-ready:
+		logger.Info("serving metrics", "url", "http://"+a.String()+"/metrics")
+	case err := <-errc:
+		return usageErrorf("--metrics-addr: %v", err)
+	}
+	err := serve(ctx)
+	cancel()
+	if merr := <-errc; err == nil {
+		err = merr
+	}
+	return err
 }
 
 // auth turns the flags into the console's authentication, refusing a

@@ -192,6 +192,24 @@ func seed(t *testing.T, db testDB) {
 			runNightly, runNext); err != nil {
 			return err
 		}
+		// Both completions of the night were announced; the webhook took
+		// the first and refused the second twice so far.
+		if _, err := tx.Exec(ctx, `
+			INSERT INTO notifications (event_id, run_id, type, round, payload, created_at) VALUES
+			  ('6d1f0c2e-0000-4000-8000-000000000001', $1, 'run.completed', 1, '{"round": 1}', '2026-10-25 01:30:00+00'),
+			  ('6d1f0c2e-0000-4000-8000-000000000002', $1, 'run.completed', 2, '{"round": 2}', '2026-10-25 01:42:10+00')`,
+			runNightly); err != nil {
+			return err
+		}
+		if _, err := tx.Exec(ctx, `
+			INSERT INTO notification_deliveries (event_id, destination, target, format, state, attempts, next_attempt_at,
+			                                     last_status, last_error, created_at, finished_at) VALUES
+			  ('6d1f0c2e-0000-4000-8000-000000000001', 'a1b2c3d4e5f60718', 'https://hooks.example.com/…', 'standard', 'delivered', 1,
+			   '2026-10-25 01:30:01+00', 204, NULL, '2026-10-25 01:30:01+00', '2026-10-25 01:30:01+00'),
+			  ('6d1f0c2e-0000-4000-8000-000000000002', 'a1b2c3d4e5f60718', 'https://hooks.example.com/…', 'standard', 'pending', 2,
+			   '2026-10-25 01:43:00+00', 503, 'http 503: try later', '2026-10-25 01:42:11+00', NULL)`); err != nil {
+			return err
+		}
 		return nil
 	})
 	if err != nil {

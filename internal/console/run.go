@@ -8,6 +8,8 @@ import (
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
+
+	"github.com/reconcile/reconcile/internal/outbox"
 )
 
 // queueSplit is where a run's open messages are, each count capped.
@@ -49,6 +51,9 @@ type runData struct {
 	// ETA is the estimated time to finish; zero when done or unknown.
 	ETA      time.Duration
 	ETABasis string
+	// Announcements are the run's announcements to webhooks with their
+	// deliveries (the morning message).
+	Announcements []outbox.Announcement
 }
 
 // runPage shows a run: progress and ETA, queue, chart, accounts, limiters
@@ -72,6 +77,9 @@ func (h *Handler) runPage(w http.ResponseWriter, r *http.Request, u User) error 
 			}
 		}
 		if d.Accounts, d.NextAccount, err = loadAccounts(r.Context(), rd, id, after, h.cfg.PageSize); err != nil {
+			return err
+		}
+		if d.Announcements, err = outbox.ForRuns(r.Context(), rd, []uuid.UUID{id}); err != nil {
 			return err
 		}
 		bs, err := loadBreakdowns(r.Context(), rd, []uuid.UUID{id})

@@ -231,3 +231,33 @@ func TestChartMergesCloseLimitMarks(t *testing.T) {
 		t.Errorf("the effective line has %d steps, want every one of the 999 changes", got)
 	}
 }
+
+// TestRunPageShowsAnnouncements: the run page lists each announcement's
+// deliveries, their state and last answer (escaped).
+func TestRunPageShowsAnnouncements(t *testing.T) {
+	t.Parallel()
+	b := setup(t, Auth{Local: true})
+	if _, err := b.pool.Exec(context.Background(), `
+		INSERT INTO notifications (event_id, run_id, type, round, payload, created_at)
+		VALUES ('6d1f0c2e-0000-4000-8000-000000000001', $1, 'run.completed', 1, '{}', now()),
+		       ('6d1f0c2e-0000-4000-8000-000000000002', $1, 'run.deadline_missed', NULL, '{}', now())`, b.runID); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := b.pool.Exec(context.Background(), `
+		INSERT INTO notification_deliveries (event_id, destination, target, format, state, attempts, next_attempt_at, last_status,
+		                                     last_error, created_at)
+		VALUES ('6d1f0c2e-0000-4000-8000-000000000001', 'a1b2c3d4e5f60718', 'https://hooks.example.com/…', 'slack', 'pending', 3,
+		        now() + interval '1 minute', 503, 'http 503: <b>busy</b>', now())`); err != nil {
+		t.Fatal(err)
+	}
+	w := b.do(t, "GET", "/runs/"+b.runID.String(), "", nil)
+	wantStatus(t, w, http.StatusOK, "run page")
+	body := w.Body.String()
+	for _, want := range []string{"<h2>Announcements</h2>", "run.completed round 1", "https://hooks.example.com/…", "(slack)",
+		`state-pending">pending`, "http 503: &lt;b&gt;busy&lt;/b&gt;", "run.deadline_missed",
+		"No process with a webhook (--notify) has taken it up."} {
+		if !strings.Contains(body, want) {
+			t.Errorf("the run page lacks %q", want)
+		}
+	}
+}

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/reconcile/reconcile/internal/limiter"
 )
@@ -67,4 +68,32 @@ func PruneHeartbeats(ctx context.Context, db *pgxpool.Pool, before time.Time, dr
 		return 0, fmt.Errorf("prune consumers last seen before %s: %w", before.Format(time.RFC3339), err)
 	}
 	return tag.RowsAffected(), nil
+}
+
+// Heartbeats is what the consumers' heartbeats say.
+type Heartbeats struct {
+	// Alive counts the consumers seen within the window asked for.
+	Alive int
+	// LastSeen is the latest heartbeat of any consumer; zero when none was
+	// ever recorded.
+	LastSeen time.Time
+}
+
+// ReadHeartbeats counts the consumers whose heartbeat is at most window old
+// and finds the latest heartbeat (a scan of consumers: one row per process
+// until pruned).
+func ReadHeartbeats(ctx context.Context, db interface {
+	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
+}, window time.Duration) (Heartbeats, error) {
+	var h Heartbeats
+	var last *time.Time
+	if err := db.QueryRow(ctx, `
+		SELECT count(*) FILTER (WHERE last_seen > now() - $1::bigint * interval '1 microsecond'), max(last_seen)
+		  FROM consumers`, window.Microseconds()).Scan(&h.Alive, &last); err != nil {
+		return Heartbeats{}, fmt.Errorf("read consumers' heartbeats: %w", err)
+	}
+	if last != nil {
+		h.LastSeen = *last
+	}
+	return h, nil
 }

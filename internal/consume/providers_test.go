@@ -128,7 +128,12 @@ func TestProvidersDoNotWaitForEachOther(t *testing.T) {
 	}
 	fastTook := time.Since(start)
 	t.Logf("the fast provider's items finished after %s", fastTook)
-	if min := time.Duration(float64(len(records["fast"])) / rates["fast"] * float64(time.Second)); fastTook > 2*min+2*time.Second {
+	// The loop's end is the proof that the fast provider does not wait for
+	// the slow one (which stays down). The bound only catches a consumer
+	// that spends its workers on the dead provider; it leaves the headroom
+	// a loaded 2-core machine with the race detector needs (5.9 s for the
+	// 1.5 s of calls was seen at a load of 12).
+	if min := time.Duration(float64(len(records["fast"])) / rates["fast"] * float64(time.Second)); fastTook > 4*min+6*time.Second {
 		t.Errorf("the fast provider's %d items took %s with the other provider down, want about %s", len(records["fast"]), fastTook, min)
 	}
 	if st := c.Circuits(); st[1].Provider != "slow" || !st[1].Open || st[0].Open {

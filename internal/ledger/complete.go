@@ -3,6 +3,7 @@ package ledger
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"time"
@@ -40,7 +41,8 @@ func (s stamp) later(c Change) stamp {
 
 // complete writes the completion records of the accounts whose counters
 // reached zero and of the runs that had a shard reach zero and now have
-// none open, in one round trip.
+// none open, in one round trip, and adds the announcement of each run it
+// completed to the outbox (two more per run).
 func complete(ctx context.Context, tx DB, cs []Change, changed []changedRow, accounts []accountKey, runs []uuid.UUID) (Result, error) {
 	accountOf := make(map[Key]string, len(changed))
 	for _, c := range changed {
@@ -77,29 +79,48 @@ func complete(ctx context.Context, tx DB, cs []Change, changed []changedRow, acc
 	}
 
 	res := Result{AccountsCompleted: len(accounts)}
-	br := tx.SendBatch(ctx, b)
-	defer br.Close()
-	if len(accounts) > 0 {
-		if _, err := br.Exec(); err != nil {
-			return Result{}, fmt.Errorf("complete %d accounts: %w", len(accounts), err)
+	rounds, err := sendCompletions(ctx, tx, b, len(accounts), runs, &res)
+	if err != nil {
+		return Result{}, err
+	}
+	for i, run := range res.RunsCompleted {
+		if err := announceCompletion(ctx, tx, run, rounds[i], byRun[run].at); err != nil {
+			return Result{}, err
 		}
 	}
+	return res, nil
+}
+
+// sendCompletions sends the batch of complete and reads its answers: it
+// adds the runs it completed to res and returns their completion rounds, in
+// the same order.
+func sendCompletions(ctx context.Context, tx DB, b *pgx.Batch, accounts int, runs []uuid.UUID, res *Result) ([]int, error) {
+	br := tx.SendBatch(ctx, b)
+	defer br.Close()
+	if accounts > 0 {
+		if _, err := br.Exec(); err != nil {
+			return nil, fmt.Errorf("complete %d accounts: %w", accounts, err)
+		}
+	}
+	var rounds []int
 	for _, run := range runs {
 		if _, err := br.Exec(); err != nil {
-			return Result{}, fmt.Errorf("lock run %s: %w", run, err)
+			return nil, fmt.Errorf("lock run %s: %w", run, err)
 		}
-		tag, err := br.Exec()
-		if err != nil {
-			return Result{}, fmt.Errorf("complete run %s: %w", run, err)
-		}
-		if tag.RowsAffected() > 0 {
+		var round int
+		switch err := br.QueryRow().Scan(&round); {
+		case errors.Is(err, pgx.ErrNoRows):
+		case err != nil:
+			return nil, fmt.Errorf("complete run %s: %w", run, err)
+		default:
 			res.RunsCompleted = append(res.RunsCompleted, run)
+			rounds = append(rounds, round)
 		}
 	}
 	if err := br.Close(); err != nil {
-		return Result{}, fmt.Errorf("complete runs: %w", err)
+		return nil, fmt.Errorf("complete runs: %w", err)
 	}
-	return res, nil
+	return rounds, nil
 }
 
 // lockRun is taken only by transactions that emptied a shard of the run, so
@@ -163,5 +184,5 @@ var (
 		           totals.provider_calls, totals.throttles, coalesce($2, now()), $3
 		      FROM up, totals
 		     WHERE up.round > 1)
-		SELECT 1 FROM up`
+		SELECT round FROM up`
 )

@@ -9,8 +9,10 @@
 //
 // The files follow the topics: state.go the item states and errors, runs.go
 // the run rows, items.go loading and creating items and their counters,
-// record.go recording a batch of changes, complete.go the completion join
-// and requeue.go putting dead letters back.
+// record.go recording a batch of changes, complete.go the completion join,
+// announce.go the announcement of a completion in the outbox (in the
+// completing transaction), deadline.go run deadlines and their missed-
+// deadline announcements, and requeue.go putting dead letters back.
 package ledger
 
 import (

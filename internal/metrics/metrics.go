@@ -27,12 +27,21 @@
 //	items{reconciliation_id,state}           gauge    items of open and recent runs by state
 //	run_duration_seconds{reconciliation_id}  gauge    completed_at - created_at of recent runs
 //	run_completed_timestamp_seconds{reconciliation_id} gauge  when a recent run completed
+//	run_open{reconciliation_id}              gauge    1 while the run has open items, else 0 (open and recent runs)
+//	run_enqueued_timestamp_seconds{reconciliation_id} gauge  when the run was enqueued
+//	run_deadline_timestamp_seconds{reconciliation_id} gauge  the run's deadline (runs with one; see --deadline)
+//	consumers                                gauge    consumers whose heartbeat is at most 30 s old
+//	consumer_heartbeat_age_seconds           gauge    age of the latest heartbeat of any consumer (+Inf: never)
+//	dead_letters{reason}                     gauge    dead-lettered queue messages by reason
+//	notification_deliveries{state}           gauge    webhook deliveries: pending, delivered, failed
+//	notification_oldest_pending_age_seconds  gauge    age of the oldest pending webhook delivery (0: none)
 //	metrics_read_errors_total{source}        counter  failed reads at scrape time (queue, ledger)
 package metrics
 
 import (
 	"cmp"
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"net"
@@ -53,9 +62,7 @@ import (
 )
 
 // DB is what the collector queries: a pgx pool.
-type DB interface {
-	Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error)
-}
+type DB = ledger.DB
 
 // Config configures a Collector. Every source is optional; the series of a
 // missing one are left out.
@@ -72,8 +79,9 @@ type Config struct {
 	Circuits func() []consume.CircuitState
 	// Queue is read for message counts at scrape time. Defaults to none.
 	Queue *queue.Queue
-	// DB is read for items by state and run completion times at scrape
-	// time. Defaults to none.
+	// DB is read at scrape time for items by state, run times and
+	// deadlines, consumers' heartbeats and webhook deliveries. Defaults to
+	// none.
 	DB DB
 	// Timeout bounds the database reads of one scrape. Defaults to 5s.
 	Timeout time.Duration
@@ -116,6 +124,7 @@ type Collector struct {
 	queueMessages, queueOldest                                *prometheus.Desc
 	items, runDuration, runCompleted, readErrors              *prometheus.Desc
 	circuitOpen                                               *prometheus.Desc
+	ops                                                       opsDescs
 	queueErrors, ledgerErrors                                 atomic.Int64
 }
 
@@ -144,6 +153,7 @@ func NewCollector(cfg Config) *Collector {
 		runCompleted:  desc("run_completed_timestamp_seconds", "When a recently completed run completed, Unix seconds.", "reconciliation_id"),
 		circuitOpen:   desc("provider_circuit_open", "1 while the provider's circuit is open: calls stopped but for a probe at a backed-off interval; else 0.", "provider"),
 		readErrors:    desc("metrics_read_errors_total", "Reads that failed while collecting metrics, by source (queue, ledger).", "source"),
+		ops:           newOpsDescs(),
 	}
 }
 
@@ -154,6 +164,7 @@ func (c *Collector) Describe(ch chan<- *prometheus.Desc) {
 		c.items, c.runDuration, c.runCompleted, c.readErrors, c.circuitOpen} {
 		ch <- d
 	}
+	c.ops.describe(ch)
 }
 
 // Collect implements prometheus.Collector: it reads the snapshots and runs
@@ -180,7 +191,7 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 	ctx, cancel := context.WithTimeout(context.Background(), c.cfg.Timeout)
 	defer cancel()
 	if c.cfg.Queue != nil {
-		if err := c.collectQueue(ctx, ch); err != nil {
+		if err := errors.Join(c.collectQueue(ctx, ch), c.collectDeadLetters(ctx, ch)); err != nil {
 			c.queueErrors.Add(1)
 			c.cfg.Logger.Warn("metrics: queue not read", "err", err)
 			ch <- prometheus.NewInvalidMetric(c.queueMessages, err)
@@ -188,7 +199,7 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 		ch <- prometheus.MustNewConstMetric(c.readErrors, prometheus.CounterValue, float64(c.queueErrors.Load()), "queue")
 	}
 	if c.cfg.DB != nil {
-		if err := c.collectLedger(ctx, ch); err != nil {
+		if err := errors.Join(c.collectLedger(ctx, ch), c.collectOperations(ctx, ch)); err != nil {
 			c.ledgerErrors.Add(1)
 			c.cfg.Logger.Warn("metrics: ledger not read", "err", err)
 			ch <- prometheus.NewInvalidMetric(c.items, err)

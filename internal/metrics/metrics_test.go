@@ -123,6 +123,19 @@ func TestScrapeShowsSnapshotsQueueAndLedger(t *testing.T) {
 		t.Fatal(err)
 	}
 
+	// The 24th is due 6 h after its enqueue; the only consumer was last
+	// seen 100 s ago.
+	var deadline time.Time
+	if err := pool.QueryRow(ctx, `
+		UPDATE runs SET deadline_at = created_at + interval '6 hours' WHERE business_date = '2026-10-24'
+		RETURNING deadline_at`).Scan(&deadline); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := pool.Exec(ctx, `INSERT INTO consumers (consumer_id, host, pid, started_at, last_seen)
+		VALUES ('batch-1:7', 'batch-1', 7, now() - interval '1 hour', now() - interval '100 seconds')`); err != nil {
+		t.Fatal(err)
+	}
+
 	now := time.Now()
 	cfg := metrics.Config{
 		Consumer: func() consume.Snapshot {
@@ -191,6 +204,14 @@ func TestScrapeShowsSnapshotsQueueAndLedger(t *testing.T) {
 		{"reconcile_run_duration_seconds", []string{"reconciliation_id", "nightly-2026-10-23"}, 90},
 		{"reconcile_run_completed_timestamp_seconds", []string{"reconciliation_id", "nightly-2026-10-23"},
 			float64(completedAt.UnixMicro()) / 1e6},
+		{"reconcile_run_open", []string{"reconciliation_id", "nightly-2026-10-23"}, 0},
+		{"reconcile_run_open", []string{"reconciliation_id", "nightly-2026-10-24"}, 1},
+		{"reconcile_run_deadline_timestamp_seconds", []string{"reconciliation_id", "nightly-2026-10-24"},
+			float64(deadline.UnixMicro()) / 1e6},
+		{"reconcile_consumers", nil, 0},
+		{"reconcile_dead_letters", []string{"reason", "poison"}, 1},
+		{"reconcile_notification_deliveries", []string{"state", "pending"}, 0},
+		{"reconcile_notification_oldest_pending_age_seconds", nil, 0},
 		{"reconcile_metrics_read_errors_total", []string{"source", "queue"}, 0},
 		{"reconcile_metrics_read_errors_total", []string{"source", "ledger"}, 0},
 	}
@@ -198,6 +219,12 @@ func TestScrapeShowsSnapshotsQueueAndLedger(t *testing.T) {
 		if got := value(t, fams, c.name, c.labels...); got != c.want {
 			t.Errorf("%s%v = %v, want %v", c.name, c.labels, got, c.want)
 		}
+	}
+	if age := value(t, fams, "reconcile_consumer_heartbeat_age_seconds"); age < 100 || age > 700 {
+		t.Errorf("heartbeat age = %v s, want 100 s and the test's time", age)
+	}
+	if _, ok := fams["reconcile_run_deadline_timestamp_seconds"]; len(fams["reconcile_run_deadline_timestamp_seconds"].GetMetric()) != 1 || !ok {
+		t.Errorf("deadlines of runs without one are served: %v", fams["reconcile_run_deadline_timestamp_seconds"])
 	}
 	if age := value(t, fams, "reconcile_queue_oldest_message_age_seconds"); age <= 0 || age > 600 {
 		t.Errorf("oldest message age = %v s, want a small positive age", age)

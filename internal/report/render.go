@@ -116,6 +116,10 @@ func (st Status) WriteText(w io.Writer) error {
 				fmtTime(*r.EstimatedCompletion))
 		}
 		fmt.Fprintf(bw, "  created   %s\n  completed %s\n", fmtTime(r.CreatedAt), fmtTimePtr(r.CompletedAt))
+		if r.DeadlineAt != nil {
+			fmt.Fprintf(bw, "  deadline  %s\n", fmtTime(*r.DeadlineAt))
+		}
+		writeAnnouncements(bw, r.Announcements)
 	}
 	if len(st.SchedulerFailures) > 0 {
 		fmt.Fprintf(bw, "\nscheduler failures (latest %d):\n", len(st.SchedulerFailures))
@@ -132,4 +136,41 @@ func (st Status) WriteText(w io.Writer) error {
 		fmt.Fprintf(bw, "\nWARNING: %s\n", warn)
 	}
 	return bw.Flush()
+}
+
+// writeAnnouncements writes a line per delivery of a run's announcements;
+// one no webhook took up (no process runs with --notify) is left out, as it
+// is of every run where nobody asked for announcements.
+func writeAnnouncements(w io.Writer, as []Announcement) {
+	label := "announced"
+	for _, a := range as {
+		what := a.Type
+		if a.Round > 0 {
+			what += fmt.Sprintf(" round %d", a.Round)
+		}
+		for _, d := range a.Deliveries {
+			var state string
+			switch d.State {
+			case "delivered":
+				state = fmt.Sprintf("delivered %s (%s)", fmtTimePtr(d.FinishedAt), plural(d.Attempts, "attempt"))
+			case "failed":
+				state = fmt.Sprintf("given up %s after %s: %s", fmtTimePtr(d.FinishedAt), plural(d.Attempts, "attempt"), d.LastError)
+			default:
+				state = fmt.Sprintf("pending, next attempt %s", fmtTimePtr(d.NextAttemptAt))
+				if d.LastError != "" {
+					state += fmt.Sprintf(" (%s so far, last: %s)", plural(d.Attempts, "attempt"), d.LastError)
+				}
+			}
+			fmt.Fprintf(w, "  %-9s %s to %s: %s\n", label, what, d.Webhook, state)
+			label = ""
+		}
+	}
+}
+
+// plural writes n and the word, with an s unless n is 1.
+func plural(n int, word string) string {
+	if n == 1 {
+		return "1 " + word
+	}
+	return fmt.Sprintf("%d %ss", n, word)
 }

@@ -178,6 +178,12 @@ type RunStatus struct {
 	// Providers breaks the items down by provider; omitted when they name
 	// none.
 	Providers []ledger.ProviderTotal `json:"providers,omitempty"`
+	// DeadlineAt is the run's deadline (consume or schedule --deadline);
+	// omitted when it has none.
+	DeadlineAt *time.Time `json:"deadline_at,omitempty"`
+	// Announcements are the run's announcements to webhooks, oldest
+	// first; omitted when it has none.
+	Announcements []Announcement `json:"announcements,omitempty"`
 }
 
 // SchedulerFailure is one failed scheduler tick.
@@ -243,6 +249,9 @@ func LoadStatus(ctx context.Context, pool *pgxpool.Pool, opts StatusOptions) (St
 		}
 	}
 	if err := st.addProviders(ctx, pool); err != nil {
+		return Status{}, err
+	}
+	if err := st.addAnnouncements(ctx, pool, opts.Now); err != nil {
 		return Status{}, err
 	}
 	if st.SchedulerFailures, err = loadFailures(ctx, pool, opts.Date, opts.Failures); err != nil {
