@@ -19,7 +19,7 @@ import (
 // filters are the GET parameters of the discrepancy and dead-letter pages.
 // The URL is the bookmark: every filter is a parameter.
 type filters struct {
-	Outcome string // mismatched (default), missing or all (both)
+	Outcome string // mismatched (default), missing, unexpected or all (the three)
 	Field   string // a differing field: amount_minor, currency or status
 	Account string
 	// Provider is a providers file's name, or "(default)" for the items
@@ -38,9 +38,9 @@ func parseFilters(q url.Values) (filters, error) {
 	switch f.Outcome {
 	case "":
 		f.Outcome = "mismatched"
-	case "mismatched", "missing", "all":
+	case "mismatched", "missing", "unexpected", "all":
 	default:
-		return f, badRequest("outcome=%q: want mismatched, missing or all", f.Outcome)
+		return f, badRequest("outcome=%q: want mismatched, missing, unexpected or all", f.Outcome)
 	}
 	switch f.Field {
 	case "", "amount_minor", "currency", "status":
@@ -95,8 +95,10 @@ func (f filters) states() []string {
 	switch f.Outcome {
 	case "missing":
 		return []string{string(ledger.Missing)}
+	case "unexpected":
+		return []string{string(ledger.Unexpected)}
 	case "all":
-		return []string{string(ledger.Mismatched), string(ledger.Missing)}
+		return []string{string(ledger.Mismatched), string(ledger.Missing), string(ledger.Unexpected)}
 	}
 	return []string{string(ledger.Mismatched)}
 }
@@ -253,6 +255,12 @@ func (h *Handler) exportItems(w http.ResponseWriter, r *http.Request, id uuid.UU
 		}
 		rep = newReport(run)
 		for _, it := range items {
+			if it.Outcome == string(ledger.Unexpected) {
+				rep.Unexpected = append(rep.Unexpected, report.Unexpected{TransactionID: it.TransactionID,
+					ProviderAmountMinor: it.ProviderAmountMinor, ProviderCurrency: it.ProviderCurrency,
+					ProviderStatus: it.ProviderStatus, ListedAt: it.CheckedAt})
+				continue
+			}
 			if it.Outcome == string(ledger.Missing) {
 				rep.Missing = append(rep.Missing, it.Item)
 				continue
@@ -283,9 +291,10 @@ func newReport(run runRow) report.Report {
 		ReconciliationID: run.ReconciliationID, BusinessDate: run.BusinessDate, Generation: run.Generation,
 		Trigger: run.Trigger, TriggeredBy: run.TriggeredBy, Source: run.Source, SourceSHA256: run.SourceSHA256,
 		TimeZone: run.TimeZone, Items: int(run.Items), Matched: int(run.Matched), Mismatched: int(run.Mismatched),
-		Missing: int(run.Missing), DeadLettered: int(run.DeadLettered), Open: int(run.Open),
+		Missing: int(run.Missing), DeadLettered: int(run.DeadLettered), Unexpected: int(run.Unexpected), Open: int(run.Open),
 		ProviderCalls: run.Calls, Throttles: run.Throttles, CreatedAt: run.CreatedAt, CompletedAt: run.CompletedAt},
-		Discrepancies: []report.Discrepancy{}, Missing: []report.Item{}, DeadLetters: []report.DeadLetter{}}
+		Discrepancies: []report.Discrepancy{}, Missing: []report.Item{}, DeadLetters: []report.DeadLetter{},
+		Unexpected: []report.Unexpected{}}
 }
 
 // writeReport sends rep as a CSV or JSON download named after its run.

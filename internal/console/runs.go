@@ -38,6 +38,9 @@ type runRow struct {
 	DeadLettered     int64
 	Calls            int64
 	Throttles        int64
+	// Unexpected counts the records the provider listed that the file
+	// lacks (list mode).
+	Unexpected int64
 	// Completion is the run's completion record; nil before the first.
 	Completion *completion
 }
@@ -93,12 +96,12 @@ const runColumns = `r.run_id, r.reconciliation_id, r.business_date::text, r.gene
        coalesce(s.open, 0), coalesce(s.matched, 0), coalesce(s.mismatched, 0), coalesce(s.missing, 0),
        coalesce(s.dead_lettered, 0), coalesce(s.calls, 0), coalesce(s.throttles, 0),
        c.round, c.items, c.matched, c.mismatched, c.missing, c.dead_lettered, c.provider_calls, c.throttles,
-       c.completed_at, c.completed_by
+       c.completed_at, c.completed_by, coalesce(s.unexpected, 0)
   FROM runs r
   LEFT JOIN LATERAL (
         SELECT sum(remaining) AS open, sum(matched) AS matched, sum(mismatched) AS mismatched,
                sum(missing) AS missing, sum(dead_lettered) AS dead_lettered,
-               sum(provider_calls) AS calls, sum(throttles) AS throttles
+               sum(provider_calls) AS calls, sum(throttles) AS throttles, sum(unexpected) AS unexpected
           FROM run_shards WHERE run_id = r.run_id) s ON true
   LEFT JOIN run_completions c ON c.run_id = r.run_id`
 
@@ -112,7 +115,7 @@ func scanRun(row pgx.Row) (runRow, error) {
 	err := row.Scan(&r.RunID, &r.ReconciliationID, &r.BusinessDate, &r.Generation, &r.Trigger, &r.TriggeredBy,
 		&r.Source, &r.SourceSHA256, &r.TimeZone, &r.Items, &r.CreatedAt, &r.CompletedAt,
 		&r.Open, &r.Matched, &r.Mismatched, &r.Missing, &r.DeadLettered, &r.Calls, &r.Throttles,
-		&round, &cItems, &cMatched, &cMismatched, &cMissing, &cDead, &cCalls, &cThrottles, &cAt, &cBy)
+		&round, &cItems, &cMatched, &cMismatched, &cMissing, &cDead, &cCalls, &cThrottles, &cAt, &cBy, &r.Unexpected)
 	if err != nil {
 		return r, err
 	}
