@@ -109,6 +109,13 @@ func TestListModeJoinsBothWays(t *testing.T) {
 			t.Errorf("%s: %s, want %s", id, got, want)
 		}
 	}
+	var listCalls int64
+	if err := b.pool.QueryRow(ctx, `SELECT calls FROM run_listings WHERE run_id = $1`, b.run.RunID).Scan(&listCalls); err != nil {
+		t.Fatal(err)
+	}
+	if listCalls != st.ListCalls {
+		t.Errorf("the listing counted %d page calls, the provider %d (the faults between pages included)", listCalls, st.ListCalls)
+	}
 	var unexpected, items int
 	if err := b.pool.QueryRow(ctx, `SELECT unexpected, items FROM run_completions WHERE run_id = $1`, b.run.RunID).Scan(&unexpected, &items); err != nil {
 		t.Fatalf("completion: %v", err)

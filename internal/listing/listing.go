@@ -195,12 +195,14 @@ var errLeaseLost = errors.New("listing lease lost")
 // failure that ends the listing, or the lease is lost.
 func (l *Lister) fetch(ctx context.Context, runID uuid.UUID, ls lease, res *Result, logger *slog.Logger) error {
 	failures := 0
+	calls := 0 // page requests not yet counted in the listing's row
 	for {
 		if err := l.Limiter.Wait(ctx); err != nil {
 			return err
 		}
 		resp, page, err := l.Client.ListPage(ctx, provider.PageRequest{From: ls.from, To: ls.to, Cursor: ls.cursor})
 		res.Calls++
+		calls++
 		if resp.Header != nil {
 			l.Limiter.Observe(limiter.ParseHints(resp.Header, time.Now()))
 		}
@@ -212,7 +214,7 @@ func (l *Lister) fetch(ctx context.Context, runID uuid.UUID, ls lease, res *Resu
 			return err
 		case err == nil && resp.Status >= 200 && resp.Status < 300:
 			l.Limiter.Succeeded()
-			stored, err := l.store(ctx, runID, ls, page, res)
+			stored, err := l.store(ctx, runID, ls, page, calls, res)
 			if errors.Is(err, errLeaseLost) {
 				logger.Warn("listing lease lost; another consumer continues from the stored cursor")
 				return nil
@@ -221,7 +223,7 @@ func (l *Lister) fetch(ctx context.Context, runID uuid.UUID, ls lease, res *Resu
 				return err
 			}
 			ls = stored
-			failures = 0
+			failures, calls = 0, 0
 			if ls.state != Listing {
 				res.State = ls.state
 				logger.Info("listing done", "pages", ls.pages, "records", ls.records, "unexpected", res.Unexpected)
@@ -236,7 +238,7 @@ func (l *Lister) fetch(ctx context.Context, runID uuid.UUID, ls lease, res *Resu
 		case resp.Status == http.StatusUnauthorized || resp.Status == http.StatusForbidden:
 			return fmt.Errorf("%w: %s answered %d", ErrAuth, l.Client.BaseURL(), resp.Status)
 		case err == nil && resp.Status >= 400 && resp.Status < 500:
-			return l.fail(ctx, runID, ls, fmt.Sprintf("http_%d: %s", resp.Status, resp.BodyExcerpt), logger)
+			return l.fail(ctx, runID, ls, calls, fmt.Sprintf("http_%d: %s", resp.Status, resp.BodyExcerpt), logger)
 		default:
 			failures++
 			if failures >= maxPageAttempts {
@@ -244,7 +246,7 @@ func (l *Lister) fetch(ctx context.Context, runID uuid.UUID, ls lease, res *Resu
 				if err != nil {
 					reason = err.Error()
 				}
-				return l.fail(ctx, runID, ls, reason, logger)
+				return l.fail(ctx, runID, ls, calls, reason, logger)
 			}
 			wait = min(time.Second<<min(failures-1, 5), 30*time.Second)
 			logger.Warn("list page failed; retrying", "status", resp.Status, "err", err, "retry_in", wait)
@@ -274,7 +276,9 @@ func (l *Lister) renew(ctx context.Context, runID uuid.UUID, token uuid.UUID, wa
 // transaction, only while this process holds the lease and the cursor is
 // still the one the page was asked with. The last page also records the
 // unexpected items and ends the listing.
-func (l *Lister) store(ctx context.Context, runID uuid.UUID, ls lease, page provider.Page, res *Result) (lease, error) {
+// calls is the number of page requests made since the last stored page,
+// this one included.
+func (l *Lister) store(ctx context.Context, runID uuid.UUID, ls lease, page provider.Page, calls int, res *Result) (lease, error) {
 	recs := make([]ledger.Listed, len(page.Records))
 	for i, r := range page.Records {
 		recs[i] = ledger.Listed{ID: r.ID, AmountMinor: r.AmountMinor, Currency: r.Currency, Status: r.Status, Kind: r.Kind}
@@ -293,13 +297,13 @@ func (l *Lister) store(ctx context.Context, runID uuid.UUID, ls lease, page prov
 		next.records = ls.records + added
 		tag, err := tx.Exec(ctx, `
 			UPDATE run_listings
-			   SET cursor = $5, pages = pages + 1, records = records + $6, calls = calls + 1, state = $7,
+			   SET cursor = $5, pages = pages + 1, records = records + $6, calls = calls + $9, state = $7,
 			       lease_until = CASE WHEN $7 = 'listing' THEN now() + make_interval(secs => $8) END,
 			       leased_by = CASE WHEN $7 = 'listing' THEN leased_by END,
 			       finished_at = CASE WHEN $7 = 'listing' THEN NULL ELSE now() END
 			 WHERE run_id = $1 AND provider = $2 AND lease_token = $3 AND cursor = $4 AND state = 'listing'`,
 			runID, l.Provider, ls.token, ls.cursor, next.cursor, added, string(next.state),
-			cmp.Or(l.Lease, DefaultLease).Seconds())
+			cmp.Or(l.Lease, DefaultLease).Seconds(), calls)
 		if err != nil {
 			return fmt.Errorf("move the listing cursor of run %s: %w", runID, err)
 		}
@@ -319,11 +323,12 @@ func (l *Lister) store(ctx context.Context, runID uuid.UUID, ls lease, page prov
 }
 
 // fail ends the listing as failed, so the run's items are looked up.
-func (l *Lister) fail(ctx context.Context, runID uuid.UUID, ls lease, reason string, logger *slog.Logger) error {
+func (l *Lister) fail(ctx context.Context, runID uuid.UUID, ls lease, calls int, reason string, logger *slog.Logger) error {
 	_, err := l.Pool.Exec(ctx, `
-		UPDATE run_listings SET state = 'failed', reason = $4, finished_at = now(), leased_by = NULL, lease_until = NULL
+		UPDATE run_listings SET state = 'failed', reason = $4, calls = calls + $5, finished_at = now(), leased_by = NULL,
+		                        lease_until = NULL
 		 WHERE run_id = $1 AND provider = $2 AND lease_token = $3 AND state = 'listing'`,
-		runID, l.Provider, ls.token, reason)
+		runID, l.Provider, ls.token, reason, calls)
 	if err != nil {
 		return fmt.Errorf("end the listing of run %s: %w", runID, err)
 	}
