@@ -10,6 +10,7 @@ import (
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/reconcile/reconcile/internal/ledger"
 	"github.com/reconcile/reconcile/internal/pgtest"
@@ -33,10 +34,57 @@ func TestBreakdownBackfillMatchesTheLedger(t *testing.T) {
 		t.Fatalf("no backfill statement in 00012_run_breakdown.sql: %q", backfill)
 	}
 
+	runID := recordedRun(t, pool)
+
+	const rows = `SELECT shard, provider, currency, item_count, mismatched, missing, dead_lettered, cancelled,
+	                     mismatched_minor, missing_minor, dead_lettered_minor FROM run_breakdown WHERE run_id = $1`
+	read := func() map[string]bool { return rowSet(t, pool, rows, runID) }
+	kept := read()
+	if _, err := pool.Exec(ctx, `DELETE FROM run_breakdown WHERE run_id = $1`, runID); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := pool.Exec(ctx, backfill); err != nil {
+		t.Fatalf("backfill: %v", err)
+	}
+	filled := read()
+	if len(kept) == 0 || len(kept) != len(filled) {
+		t.Fatalf("the ledger kept %d rows, the backfill made %d", len(kept), len(filled))
+	}
+	for r := range kept {
+		if !filled[r] {
+			t.Errorf("the ledger's row %s is not the backfill's", r)
+		}
+	}
+}
+
+// rowSet returns the rows of query as text, as a set.
+func rowSet(t *testing.T, pool *pgxpool.Pool, query string, args ...any) map[string]bool {
+	t.Helper()
+	rs, err := pool.Query(context.Background(), `SELECT r::text FROM (`+query+`) r`, args...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	texts, err := pgx.CollectRows(rs, pgx.RowTo[string])
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := map[string]bool{}
+	for _, s := range texts {
+		out[s] = true
+	}
+	return out
+}
+
+// recordedRun records a run of 36 items of three providers (the default
+// one among them) and two currencies through the ledger: every outcome, six
+// items still queued, and a requeued dead letter.
+func recordedRun(t *testing.T, pool *pgxpool.Pool) uuid.UUID {
+	t.Helper()
+	ctx := context.Background()
 	runID := uuid.New()
 	at := time.Date(2026, 10, 25, 2, 0, 0, 0, time.UTC)
 	states := []ledger.State{ledger.Matched, ledger.Mismatched, ledger.Missing, ledger.DeadLettered, ledger.Matched, ledger.Cancelled}
-	err = pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
+	err := pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
 		if _, err := tx.Exec(ctx, `
 			INSERT INTO runs (run_id, reconciliation_id, business_date, generation, trigger, triggered_by, source, source_sha256, time_zone, item_count)
 			VALUES ($1, 'nightly-2026-10-24', '2026-10-24', 1, 'manual', 'test', 'x.csv', '', 'UTC', 36)`, runID); err != nil {
@@ -68,39 +116,5 @@ func TestBreakdownBackfillMatchesTheLedger(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-
-	const rows = `SELECT shard, provider, currency, item_count, mismatched, missing, dead_lettered, cancelled,
-	                     mismatched_minor, missing_minor, dead_lettered_minor FROM run_breakdown WHERE run_id = $1`
-	read := func() map[string]bool {
-		t.Helper()
-		rs, err := pool.Query(ctx, `SELECT r::text FROM (`+rows+`) r`, runID)
-		if err != nil {
-			t.Fatal(err)
-		}
-		texts, err := pgx.CollectRows(rs, pgx.RowTo[string])
-		if err != nil {
-			t.Fatal(err)
-		}
-		out := map[string]bool{}
-		for _, s := range texts {
-			out[s] = true
-		}
-		return out
-	}
-	kept := read()
-	if _, err := pool.Exec(ctx, `DELETE FROM run_breakdown WHERE run_id = $1`, runID); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := pool.Exec(ctx, backfill); err != nil {
-		t.Fatalf("backfill: %v", err)
-	}
-	filled := read()
-	if len(kept) == 0 || len(kept) != len(filled) {
-		t.Fatalf("the ledger kept %d rows, the backfill made %d", len(kept), len(filled))
-	}
-	for r := range kept {
-		if !filled[r] {
-			t.Errorf("the ledger's row %s is not the backfill's", r)
-		}
-	}
+	return runID
 }

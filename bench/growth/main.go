@@ -9,8 +9,12 @@
 // --date` and `audit verify --date` of the last day; it prints the figures
 // side by side, and the plans of every statement of the last three
 // commands on the big ledger (auto_explain, with ANALYZE and BUFFERS).
+// With -old REV it also builds the binary of a git revision and times its
+// `status` and `report --date` on the big ledger, alternating with this
+// tree's, and says whether the two reports are the same.
 //
 //	nice -n 10 go run ./bench/growth                 # about 15 GB in the temporary directory
+//	nice -n 10 go run ./bench/growth -old main       # and main's status and report beside this tree's
 //	go run ./bench/growth -runs 20 -items 2000       # a quick look
 //
 // See generate for how the past runs are made (their hash chains are not
@@ -45,6 +49,7 @@ import (
 
 type options struct {
 	runs, items, acked, days, repeat, concurrency int
+	old                                           string
 }
 
 func main() {
@@ -55,6 +60,7 @@ func main() {
 	flag.IntVar(&o.days, "days", 3, "days enqueued and consumed on each ledger")
 	flag.IntVar(&o.repeat, "repeat", 5, "runs of status, report and audit verify (the median is printed)")
 	flag.IntVar(&o.concurrency, "concurrency", 32, "consumer workers")
+	flag.StringVar(&o.old, "old", "", "a git revision whose status and report are timed beside this tree's on the big ledger")
 	flag.Parse()
 	if err := run(context.Background(), o); err != nil {
 		log.Fatal(err)
@@ -98,8 +104,14 @@ func run(ctx context.Context, o options) error {
 		}
 	}
 	bin := filepath.Join(dir, "reconcile")
-	if out, err := exec.Command("go", "build", "-o", bin, "./cmd/reconcile").CombinedOutput(); err != nil {
-		return fmt.Errorf("build: %v: %s", err, out)
+	if err := build(".", bin); err != nil {
+		return err
+	}
+	var oldBin string
+	if o.old != "" {
+		if oldBin, err = buildRevision(o.old, dir); err != nil {
+			return err
+		}
 	}
 
 	first := payments.Date{Year: 2026, Month: time.October, Day: 24}
@@ -186,6 +198,12 @@ func run(ctx context.Context, o options) error {
 	if out, err := exec.Command("du", "-sh", c.SocketDir()).Output(); err == nil {
 		fmt.Printf("cluster directory: %s", out)
 	}
+	if oldBin != "" {
+		env := append(os.Environ(), "DATABASE_URL="+c.ConnString("big"))
+		if err := compare(o, env, oldBin, bin, last); err != nil {
+			return err
+		}
+	}
 
 	return printPlans(ctx, big, bin, c, last)
 }
@@ -245,15 +263,96 @@ func measure(ctx context.Context, url, bin string, env []string, o options, days
 
 // timed runs the binary to completion and returns its wall time.
 func timed(bin string, env []string, args ...string) (time.Duration, error) {
+	wall, _, err := timedOutput(bin, env, args...)
+	return wall, err
+}
+
+// timedOutput runs the binary to completion and returns its wall time and
+// its standard output.
+func timedOutput(bin string, env []string, args ...string) (time.Duration, []byte, error) {
 	cmd := exec.Command(bin, append(args, "--log-level", "error")...)
 	cmd.Env = env
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	t0 := time.Now()
-	out, err := cmd.CombinedOutput()
+	err := cmd.Run()
 	wall := time.Since(t0)
 	if err != nil {
-		return 0, fmt.Errorf("reconcile %s: %v: %s", strings.Join(args, " "), err, out)
+		return 0, nil, fmt.Errorf("reconcile %s: %v: %s%s", strings.Join(args, " "), err, stdout.Bytes(), stderr.Bytes())
 	}
-	return wall, nil
+	return wall, stdout.Bytes(), nil
+}
+
+// build builds the reconcile binary of the module at dir into bin.
+func build(dir, bin string) error {
+	cmd := exec.Command("go", "build", "-o", bin, "./cmd/reconcile")
+	cmd.Dir = dir
+	if out, err := cmd.CombinedOutput(); err != nil {
+		return fmt.Errorf("build %s: %v: %s", dir, err, out)
+	}
+	return nil
+}
+
+// buildRevision builds the binary of a git revision of this repository
+// (git archive of it, in dir) and returns its path.
+func buildRevision(rev, dir string) (string, error) {
+	src := filepath.Join(dir, "old")
+	if err := os.Mkdir(src, 0o755); err != nil {
+		return "", err
+	}
+	tar := filepath.Join(dir, "old.tar")
+	if out, err := exec.Command("git", "archive", "--format=tar", "-o", tar, rev).CombinedOutput(); err != nil {
+		return "", fmt.Errorf("-old %s: git archive: %v: %s", rev, err, out)
+	}
+	if out, err := exec.Command("tar", "-xf", tar, "-C", src).CombinedOutput(); err != nil {
+		return "", fmt.Errorf("-old %s: tar: %v: %s", rev, err, out)
+	}
+	bin := filepath.Join(dir, "reconcile-old")
+	return bin, build(src, bin)
+}
+
+// compare times status and report --date of the last day with the old and
+// the new binary on one ledger, o.repeat times each, alternating which
+// goes first, and prints every time and the medians; it says whether the
+// two binaries' reports are byte for byte the same.
+func compare(o options, env []string, oldBin, newBin, last string) error {
+	fmt.Printf("\nold (-old %s) and new side by side on the big ledger, %d runs each, alternating; load average: %s",
+		o.old, o.repeat, loadavg())
+	fmt.Printf("%-34s %-40s %s\n", "", "old: median (each run)", "new: median (each run)")
+	for _, args := range [][]string{{"status"}, {"report", "--date", last}} {
+		walls := map[string][]time.Duration{}
+		outs := map[string][]byte{}
+		for i := range o.repeat {
+			bins := []string{oldBin, newBin}
+			if i%2 == 1 {
+				bins[0], bins[1] = bins[1], bins[0]
+			}
+			for _, bin := range bins {
+				wall, out, err := timedOutput(bin, env, args...)
+				if err != nil {
+					return err
+				}
+				walls[bin] = append(walls[bin], wall)
+				outs[bin] = out
+			}
+		}
+		fmt.Printf("%-34s %-40s %s\n", strings.Join(args, " "), spread(walls[oldBin]), spread(walls[newBin]))
+		if args[0] == "report" {
+			fmt.Printf("%-34s %v\n", "reports the same", bytes.Equal(outs[oldBin], outs[newBin]))
+		}
+	}
+	fmt.Printf("load average at the end: %s", loadavg())
+	return nil
+}
+
+// spread is the median of walls and every value, in the order measured.
+func spread(walls []time.Duration) string {
+	parts := make([]string, len(walls))
+	for i, w := range walls {
+		parts[i] = round(w)
+	}
+	sorted := slices.Sorted(slices.Values(walls))
+	return round(sorted[len(sorted)/2]) + " (" + strings.Join(parts, ", ") + ")"
 }
 
 // printPlans runs status, report and audit verify once more on the big

@@ -32,6 +32,7 @@ type demoResult struct {
 	ledger     map[ledger.State]int // outcome → items in the ledger
 	truth      map[ledger.State]int // outcome → items by the simulator's ground truth
 	mismatches []string             // items whose ledger outcome differs from the truth
+	example    string               // a transaction whose history the demo suggests querying
 }
 
 func cmdDemo(ctx context.Context, e *env, args []string) error {
@@ -190,10 +191,7 @@ func runDemo(ctx context.Context, e *env, logger *slog.Logger, o demoOptions) (d
 	fmt.Fprintf(w, "elapsed: %s (database %s, enqueue %s, consume %s)\n", time.Since(start).Round(time.Millisecond),
 		dbReady.Sub(start).Round(time.Millisecond), enqueued.Sub(dbReady).Round(time.Millisecond),
 		consumed.Sub(enqueued).Round(time.Millisecond))
-	example, err := exampleRetried(ctx, pool, enq.RunID)
-	if err != nil {
-		return res, err
-	}
+	example := res.example
 	closePool()
 
 	if o.keep {

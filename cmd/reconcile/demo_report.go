@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"slices"
@@ -10,8 +9,8 @@ import (
 	"text/tabwriter"
 
 	"github.com/google/uuid"
-	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
+
 	"github.com/reconcile/reconcile/internal/consume"
 	"github.com/reconcile/reconcile/internal/ledger"
 	"github.com/reconcile/reconcile/internal/providersim"
@@ -22,31 +21,26 @@ import (
 func demoReport(ctx context.Context, w io.Writer, pool *pgxpool.Pool, sim *providersim.Server, runID uuid.UUID, c *consume.Consumer,
 	day demoDay, mode consume.Mode) (demoResult, error) {
 	res := demoResult{ledger: map[ledger.State]int{}, truth: map[ledger.State]int{}}
-	rows, err := pool.Query(ctx, `
-		SELECT transaction_id, state, coalesce(last_reason, ''),
-		       coalesce((SELECT array_agg(d ->> 'field' ORDER BY d ->> 'field')
-		                   FROM jsonb_array_elements(CASE WHEN jsonb_typeof(differences) = 'array' THEN differences ELSE '[]' END) d), '{}')
-		  FROM items WHERE run_id = $1 ORDER BY transaction_id`, runID)
+	items, err := ledger.ItemsOf(ctx, pool, runID)
 	if err != nil {
 		return res, fmt.Errorf("demo: read outcomes: %w", err)
 	}
-	var id, reason string
-	var state ledger.State
-	var fields []string
-	_, err = pgx.ForEachRow(rows, []any{&id, &state, &reason, &fields}, func() error {
+	for _, it := range items {
 		res.items++
-		res.ledger[state]++
-		t := demoTruth(sim, id, day, mode)
+		res.ledger[it.State]++
+		t := demoTruth(sim, it.TransactionID, day, mode)
 		res.truth[t.Outcome]++
-		want, got := describeOutcome(t.Outcome, t.Fields, t.Reason), describeOutcome(state, fields, reason)
-		if got != want {
-			res.mismatches = append(res.mismatches, fmt.Sprintf("%q: ledger %s, ground truth %s", id, got, want))
+		fields := make([]string, len(it.Differences))
+		for i, d := range it.Differences {
+			fields[i] = d.Field
 		}
-		return nil
-	})
-	if err != nil {
-		return res, fmt.Errorf("demo: read outcomes: %w", err)
+		slices.Sort(fields)
+		want, got := describeOutcome(t.Outcome, t.Fields, t.Reason), describeOutcome(it.State, fields, it.LastReason)
+		if got != want {
+			res.mismatches = append(res.mismatches, fmt.Sprintf("%q: ledger %s, ground truth %s", it.TransactionID, got, want))
+		}
 	}
+	res.example = exampleRetried(items)
 
 	// Every record the file lacks that the provider lists must be an item.
 	listed := 0
@@ -103,7 +97,7 @@ func demoReport(ctx context.Context, w io.Writer, pool *pgxpool.Pool, sim *provi
 			fmt.Fprintf(w, "list mode: %d list pages, %d items judged from the list, %d looked up by id\n", s.ListCalls, s.FromList, s.Calls)
 		}
 	}
-	if err := printExamples(ctx, w, pool, runID); err != nil {
+	if err := printExamples(ctx, w, pool, runID, items); err != nil {
 		return res, err
 	}
 	return res, nil
@@ -138,64 +132,64 @@ func describeOutcome(s ledger.State, fields []string, reason string) string {
 	return string(s)
 }
 
-// printExamples prints a few discrepancies and dead letters of the run from
-// the auditor's views.
-func printExamples(ctx context.Context, w io.Writer, pool *pgxpool.Pool, runID uuid.UUID) error {
-	rows, err := pool.Query(ctx, `
-		SELECT transaction_id, account_id, field, coalesce(expected, ''), coalesce(provider, '')
-		  FROM discrepancies WHERE run_id = $1 ORDER BY transaction_id LIMIT 3`, runID)
-	if err != nil {
-		return fmt.Errorf("demo: read discrepancies: %w", err)
-	}
+// printExamples prints a few discrepancies and dead letters of the run, as
+// the auditor's views discrepancies and dead_lettered_items show them.
+func printExamples(ctx context.Context, w io.Writer, pool *pgxpool.Pool, runID uuid.UUID, items []ledger.Item) error {
 	fmt.Fprintln(w, "\nexample discrepancies (view discrepancies):")
-	var id, acct, field, expected, got string
-	if _, err := pgx.ForEachRow(rows, []any{&id, &acct, &field, &expected, &got}, func() error {
-		fmt.Fprintf(w, "  %-28q %s  %s: expected %s, provider %s\n", id, acct, field, expected, got)
-		return nil
-	}); err != nil {
-		return fmt.Errorf("demo: read discrepancies: %w", err)
+	shown := 0
+	for _, it := range items {
+		if it.State != ledger.Mismatched {
+			continue
+		}
+		for _, d := range it.Differences {
+			if shown == 3 {
+				break
+			}
+			fmt.Fprintf(w, "  %-28q %s  %s: expected %s, provider %s\n", it.TransactionID, it.AccountID, d.Field, d.Expected, d.Provider)
+			shown++
+		}
 	}
-	rows, err = pool.Query(ctx, `
-		SELECT transaction_id, coalesce(reason, ''), attempts, coalesce(http_status, 0)
-		  FROM dead_lettered_items WHERE run_id = $1 ORDER BY transaction_id LIMIT 3`, runID)
+	dead, err := ledger.DeadLetters(ctx, pool, ledger.DeadLetterFilter{RunID: runID})
 	if err != nil {
 		return fmt.Errorf("demo: read dead letters: %w", err)
 	}
 	fmt.Fprintln(w, "example dead letters (view dead_lettered_items):")
-	var reason string
-	var attempts, status int
-	if _, err := pgx.ForEachRow(rows, []any{&id, &reason, &attempts, &status}, func() error {
-		fmt.Fprintf(w, "  %-28q %s after %s (last HTTP status %d)\n", id, reason, countOf(attempts, "attempt", "attempts"), status)
-		return nil
-	}); err != nil {
-		return fmt.Errorf("demo: read dead letters: %w", err)
+	for _, d := range dead[:min(3, len(dead))] {
+		fmt.Fprintf(w, "  %-28q %s after %s (last HTTP status %d)\n", d.TransactionID, d.Reason,
+			countOf(d.Attempts, "attempt", "attempts"), d.HTTPStatus)
 	}
 	return nil
 }
 
 // exampleRetried returns a transaction of the run that needed a retry and
-// then succeeded, for the transaction_history example query.
-func exampleRetried(ctx context.Context, pool *pgxpool.Pool, runID uuid.UUID) (string, error) {
-	var id string
-	err := pool.QueryRow(ctx, `
-		SELECT transaction_id FROM items
-		 WHERE run_id = $1 AND state = 'matched' AND attempts > 1 AND transaction_id !~ '[''\\]'
-		 ORDER BY attempts DESC, transaction_id LIMIT 1`, runID).Scan(&id)
-	if errors.Is(err, pgx.ErrNoRows) {
-		err = pool.QueryRow(ctx, `SELECT transaction_id FROM items WHERE run_id = $1 ORDER BY transaction_id LIMIT 1`, runID).Scan(&id)
+// then matched (the one with the most attempts, the first by transaction id
+// among equals), for the transaction_history example query; else the first
+// transaction. Ids with a quote or a backslash are passed over, so the
+// printed query can be pasted as it is.
+func exampleRetried(items []ledger.Item) string {
+	best := -1
+	for i, it := range items {
+		if it.State != ledger.Matched || it.Attempts <= 1 || strings.ContainsAny(it.TransactionID, `'\`) {
+			continue
+		}
+		if best < 0 || it.Attempts > items[best].Attempts {
+			best = i
+		}
 	}
-	if err != nil {
-		return "", fmt.Errorf("demo: pick an example transaction: %w", err)
+	switch {
+	case best >= 0:
+		return items[best].TransactionID
+	case len(items) > 0:
+		return items[0].TransactionID
 	}
-	return id, nil
+	return ""
 }
 
 func printQueries(w io.Writer, psql, example string) {
 	fmt.Fprintf(w, "\nThe database is still running. Connect with:\n  %s\n\nand try:\n", psql)
-	fmt.Fprintln(w, "  SELECT reconciliation_id, item_count, matched, mismatched, missing, dead_lettered, provider_calls, throttles, duration FROM run_summary;")
-	fmt.Fprintln(w, "  SELECT transaction_id, account_id, field, expected, provider FROM discrepancies ORDER BY transaction_id LIMIT 10;")
-	fmt.Fprintf(w, "  SELECT seq, at, from_state, to_state, attempt, http_status, reason FROM transaction_history WHERE transaction_id = '%s' ORDER BY seq;\n",
-		strings.ReplaceAll(example, "'", "''"))
+	for _, q := range ledger.ExampleQueries(example) {
+		fmt.Fprintln(w, "  "+q)
+	}
 }
 
 // describePhases sums the simulator's per-second series by limit phase:

@@ -13,6 +13,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/reconcile/reconcile/internal/enqueue"
+	"github.com/reconcile/reconcile/internal/ledger"
 	"github.com/reconcile/reconcile/internal/queue"
 )
 
@@ -139,9 +140,8 @@ func resolveRun(ctx context.Context, pool *pgxpool.Pool, cmd, run string) (uuid.
 	if run == "" {
 		return uuid.Nil, nil
 	}
-	var id uuid.UUID
-	err := pool.QueryRow(ctx, `SELECT run_id FROM runs WHERE run_id::text = lower($1) OR reconciliation_id = $1`, run).Scan(&id)
-	if errors.Is(err, pgx.ErrNoRows) {
+	id, err := ledger.ResolveRun(ctx, pool, run)
+	if errors.Is(err, ledger.ErrNotFound) {
 		return uuid.Nil, usageErrorf("%s: --run %q: no such run (want its UUID or reconciliation id, as `reconcile status` shows)", cmd, run)
 	}
 	if err != nil {

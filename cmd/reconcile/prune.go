@@ -11,6 +11,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/reconcile/reconcile/internal/consume"
+	"github.com/reconcile/reconcile/internal/ledger"
 	"github.com/reconcile/reconcile/internal/limiter"
 	"github.com/reconcile/reconcile/internal/queue"
 	"github.com/reconcile/reconcile/internal/schedule"
@@ -72,12 +73,16 @@ type pruneResult struct {
 // heartbeats recorded before it.
 func prune(ctx context.Context, pool *pgxpool.Pool, logger *slog.Logger, before time.Time, batch int, dryRun bool) (pruneResult, error) {
 	start := time.Now()
-	q := queue.New(pool, queue.Config{Logger: logger})
-	pr, err := q.PruneAcked(ctx, before, batch, dryRun)
+	completed, err := ledger.RunsCompletedBefore(ctx, pool, before)
 	if err != nil {
 		return pruneResult{}, err
 	}
-	ticks, err := schedule.PruneTicks(ctx, pool, before, dryRun)
+	q := queue.New(pool, queue.Config{Logger: logger})
+	pr, err := q.PruneAcked(ctx, completed, batch, dryRun)
+	if err != nil {
+		return pruneResult{}, err
+	}
+	ticks, err := schedule.PruneTicks(ctx, pool, before, completed, dryRun)
 	if err != nil {
 		return pruneResult{}, err
 	}

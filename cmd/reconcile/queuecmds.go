@@ -5,39 +5,51 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"strconv"
+	"strings"
 	"text/tabwriter"
 	"time"
 
 	"github.com/google/uuid"
-	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/reconcile/reconcile/internal/ledger"
 	"github.com/reconcile/reconcile/internal/queue"
 )
 
 // countsJSON is the JSON form of queue.Counts, with the age in seconds.
+// Acked and Total are absent where they were not counted (a run's, without
+// --exact); AckedEstimated says when the total's are estimates.
 type countsJSON struct {
-	Total                     int64   `json:"total"`
+	Total                     *int64  `json:"total,omitempty"`
 	Available                 int64   `json:"available"`
 	InFlight                  int64   `json:"in_flight"`
 	Delayed                   int64   `json:"delayed"`
 	DeadLettered              int64   `json:"dead_lettered"`
-	Acked                     int64   `json:"acked"`
+	Acked                     *int64  `json:"acked,omitempty"`
+	AckedEstimated            bool    `json:"acked_estimated,omitempty"`
 	OldestAvailableAgeSeconds float64 `json:"oldest_available_age_seconds"`
 }
 
-func countsToJSON(c queue.Counts) countsJSON {
-	return countsJSON{Total: c.Total, Available: c.Available, InFlight: c.InFlight, Delayed: c.Delayed,
-		DeadLettered: c.DeadLettered, Acked: c.Acked, OldestAvailableAgeSeconds: c.OldestAvailableAge.Seconds()}
+func countsToJSON(c queue.Counts, acked bool) countsJSON {
+	out := countsJSON{Available: c.Available, InFlight: c.InFlight, Delayed: c.Delayed, DeadLettered: c.DeadLettered,
+		AckedEstimated: c.Estimated, OldestAvailableAgeSeconds: c.OldestAvailableAge.Seconds()}
+	if acked {
+		out.Total, out.Acked = &c.Total, &c.Acked
+	}
+	return out
 }
 
 func cmdStats(ctx context.Context, e *env, args []string) error {
-	fs := newFlagSet(e, "stats", "[--json]",
+	fs := newFlagSet(e, "stats", "[--exact] [--json]",
 		"Show the queue: messages available now, in flight (claimed, within their visibility timeout),\n"+
 			"delayed (waiting for a retry time), dead-lettered and acked, the age of the oldest available\n"+
-			"message, in total and for each run with open messages.",
+			"message, in total and for each run with open messages. The open messages are counted; the\n"+
+			"acked ones, kept for the retention period, are estimated from the table's statistics (marked ~)\n"+
+			"unless --exact counts them, in total and per run, with a scan of every message kept.",
 		"reconcile stats --json")
 	asJSON := fs.Bool("json", false, "print JSON instead of a table")
+	exact := fs.Bool("exact", false, "count the acked messages, in total and per run (reads every message kept)")
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
@@ -46,7 +58,12 @@ func cmdStats(ctx context.Context, e *env, args []string) error {
 		return err
 	}
 	defer pool.Close()
-	s, err := queue.New(pool, queue.Config{Logger: logger}).Stats(ctx)
+	q := queue.New(pool, queue.Config{Logger: logger})
+	stats := q.Stats
+	if *exact {
+		stats = q.ExactStats
+	}
+	s, err := stats(ctx)
 	if err != nil {
 		return err
 	}
@@ -59,23 +76,44 @@ func cmdStats(ctx context.Context, e *env, args []string) error {
 		out := struct {
 			countsJSON
 			Runs []runJSON `json:"runs"`
-		}{countsJSON: countsToJSON(s.Counts), Runs: []runJSON{}}
+		}{countsJSON: countsToJSON(s.Counts, true), Runs: []runJSON{}}
 		for _, r := range s.Runs {
-			out.Runs = append(out.Runs, runJSON{r.RunID, r.ReconciliationID, countsToJSON(r.Counts)})
+			out.Runs = append(out.Runs, runJSON{r.RunID, r.ReconciliationID, countsToJSON(r.Counts, s.RunsAcked)})
 		}
 		return writeJSON(e.stdout, out)
 	}
 	tw := tabwriter.NewWriter(e.stdout, 0, 0, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintln(tw, "run\tavailable\tin flight\tdelayed\tdead-lettered\tacked\ttotal\toldest available\t")
-	row := func(name string, c queue.Counts) {
-		fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%d\t%d\t%d\t%s\t\n", name, c.Available, c.InFlight, c.Delayed,
-			c.DeadLettered, c.Acked, c.Total, age(c.OldestAvailableAge))
+	row := func(name string, c queue.Counts, acked bool) {
+		ackedCell, totalCell := "-", "-"
+		if acked {
+			mark := ""
+			if c.Estimated {
+				mark = "~"
+			}
+			ackedCell, totalCell = mark+strconv.FormatInt(c.Acked, 10), mark+strconv.FormatInt(c.Total, 10)
+		}
+		fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%d\t%s\t%s\t%s\t\n", name, c.Available, c.InFlight, c.Delayed,
+			c.DeadLettered, ackedCell, totalCell, age(c.OldestAvailableAge))
 	}
 	for _, r := range s.Runs {
-		row(r.ReconciliationID, r.Counts)
+		row(r.ReconciliationID, r.Counts, s.RunsAcked)
 	}
-	row("all", s.Counts)
-	return tw.Flush()
+	row("all", s.Counts, true)
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	var notes []string
+	if s.Estimated {
+		notes = append(notes, "~ an estimate from the table's statistics")
+	}
+	if !s.RunsAcked && len(s.Runs) > 0 {
+		notes = append(notes, "- not counted per run")
+	}
+	if len(notes) > 0 {
+		fmt.Fprintf(e.stdout, "acked: %s; `reconcile stats --exact` counts them (it reads every message kept)\n", strings.Join(notes, ", "))
+	}
+	return nil
 }
 
 func cmdDLQList(ctx context.Context, e *env, args []string) error {
@@ -150,22 +188,17 @@ func cmdDLQList(ctx context.Context, e *env, args []string) error {
 // items of dls, by idempotency key: the figure the report shows, where the
 // message's own attempt counts only the failures of its current round.
 func itemAttempts(ctx context.Context, pool *pgxpool.Pool, dls []queue.DeadLetter) (map[string]int, error) {
-	runs, txs := make([]uuid.UUID, len(dls)), make([]string, len(dls))
+	keys := make([]ledger.Key, len(dls))
 	for i, d := range dls {
-		runs[i], txs[i] = d.RunID, d.TransactionID
+		keys[i] = ledger.Key{RunID: d.RunID, TransactionID: d.TransactionID}
 	}
-	rows, err := pool.Query(ctx, `
-		SELECT i.idempotency_key, i.attempts
-		  FROM unnest($1::uuid[], $2::text[]) k (run_id, transaction_id)
-		  JOIN items i USING (run_id, transaction_id)`, runs, txs)
+	items, err := ledger.Items(ctx, pool, keys)
 	if err != nil {
 		return nil, fmt.Errorf("read attempts of dead-lettered items: %w", err)
 	}
-	out := make(map[string]int, len(dls))
-	var key string
-	var n int
-	if _, err := pgx.ForEachRow(rows, []any{&key, &n}, func() error { out[key] = n; return nil }); err != nil {
-		return nil, fmt.Errorf("read attempts of dead-lettered items: %w", err)
+	out := make(map[string]int, len(items))
+	for _, it := range items {
+		out[it.IdempotencyKey] = it.Attempts
 	}
 	return out, nil
 }

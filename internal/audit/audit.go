@@ -15,12 +15,12 @@
 package audit
 
 import (
-	"bytes"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"hash"
 	"strconv"
 	"time"
 
@@ -150,311 +150,149 @@ func Verify(ctx context.Context, db Beginner, f Filter) (Report, error) {
 	return rep, nil
 }
 
-func filterArgs(f Filter) (any, any) {
-	var date, run any
-	if f.BusinessDate != nil {
-		date = f.BusinessDate.Format(time.DateOnly)
+// verify checks the runs f selects in the snapshot of db (Verify's
+// transaction) and returns what it found:
+//
+//   - each run's number of items against runs.item_count: a KindItemCount
+//     break, reported before the run's items' breaks;
+//   - each item's chain, row by row in seq order (no row missing or beyond
+//     items.history_len, prev_hash the previous row's recomputed hash, hash
+//     the hash of the row's canonical encoding), then its end against the
+//     item row (length, history_head, state): the first break of each
+//     item, at most MaxBreaks of them in all;
+//   - each run's digest over its items' recomputed chain heads, in byte
+//     order of transaction id.
+//
+// It reads the runs, then every item with its transitions in one stream
+// (readChains), so memory is independent of the runs' size. An error is a
+// failed read, never a broken chain.
+func verify(ctx context.Context, db Querier, f Filter) (Report, error) {
+	runs, err := readRuns(ctx, db, f)
+	if err != nil || len(runs) == 0 {
+		return Report{}, err
 	}
-	if f.RunID != nil {
-		run = *f.RunID
+	v := newVerification(runs)
+	if err := readChains(ctx, db, f, v.add); err != nil {
+		return v.rep, err
 	}
-	return date, run
+	v.finish()
+	return v.rep, nil
 }
 
-func verify(ctx context.Context, tx pgx.Tx, f Filter) (Report, error) {
-	var rep Report
-	date, runID := filterArgs(f)
-	// Runs first, with their stored and actual item counts.
-	rows, err := tx.Query(ctx, `
-		SELECT r.run_id, r.reconciliation_id, r.business_date::text, r.generation, r.item_count,
-		       (SELECT count(*) FROM items i WHERE i.run_id = r.run_id)
-		  FROM runs r
-		 WHERE ($1::date IS NULL OR r.business_date = $1::date)
-		   AND ($2::uuid IS NULL OR r.run_id = $2::uuid)
-		 ORDER BY r.run_id`, date, runID)
-	if err != nil {
-		return rep, fmt.Errorf("list runs: %w", err)
-	}
-	index := map[uuid.UUID]int{}
-	var runBreaks []*Break // per run, reported before the run's items
-	for rows.Next() {
-		var r Run
-		var stored int64
-		if err := rows.Scan(&r.RunID, &r.ReconciliationID, &r.BusinessDate, &r.Generation, &stored, &r.Items); err != nil {
-			rows.Close()
-			return rep, fmt.Errorf("list runs: %w", err)
-		}
+// verification is the state of one verify: the report being built and
+// where the walk over the items' chains stands.
+type verification struct {
+	rep Report
+	// index finds a run's place in rep.Runs.
+	index map[uuid.UUID]int
+	// countBreaks holds each run's item count break (nil when right), and
+	// reported how many runs' have been reported: a run's comes before its
+	// items'.
+	countBreaks []*Break
+	reported    int
+	// run is the place of the run being walked, -1 before the first, and
+	// digest hashes its items' chain heads.
+	run    int
+	digest hash.Hash
+	// item is the chain being walked, payload the buffer of its rows'
+	// canonical encoding.
+	item    chain
+	payload []byte
+}
+
+// newVerification starts a verification of runs, with their item count
+// checked.
+func newVerification(runs []storedRun) *verification {
+	v := &verification{index: make(map[uuid.UUID]int, len(runs)), run: -1, digest: sha256.New()}
+	for i, r := range runs {
 		var b *Break
-		if stored != r.Items {
+		if r.storedItems != r.Items {
 			b = &Break{RunID: r.RunID, Kind: KindItemCount,
-				Detail: fmt.Sprintf("runs.item_count is %d but the run has %d items", stored, r.Items)}
+				Detail: fmt.Sprintf("runs.item_count is %d but the run has %d items", r.storedItems, r.Items)}
 		}
-		runBreaks = append(runBreaks, b)
-		index[r.RunID] = len(rep.Runs)
-		rep.Runs = append(rep.Runs, r)
+		v.countBreaks = append(v.countBreaks, b)
+		v.index[r.RunID] = i
+		v.rep.Runs = append(v.rep.Runs, r.Run)
 	}
-	if err := rows.Err(); err != nil {
-		return rep, fmt.Errorf("list runs: %w", err)
-	}
-	if len(rep.Runs) == 0 {
-		return rep, nil
-	}
+	return v
+}
 
-	// Then every item with its transitions, in chain order. Items without
-	// transitions come as one row with NULL transition columns.
-	rows, err = tx.Query(ctx, `
-		SELECT i.run_id, i.transaction_id, i.state, i.history_len, i.history_head,
-		       t.seq, t.from_state, t.to_state, (extract(epoch FROM t.at) * 1000000)::bigint,
-		       t.attempt, t.http_status, t.reason, t.retry_after_ms, t.details::text, t.actor,
-		       t.prev_hash, t.hash
-		  FROM items i
-		  JOIN runs r ON r.run_id = i.run_id
-		  LEFT JOIN transitions t ON t.run_id = i.run_id AND t.transaction_id = i.transaction_id
-		 WHERE ($1::date IS NULL OR r.business_date = $1::date)
-		   AND ($2::uuid IS NULL OR r.run_id = $2::uuid)
-		 ORDER BY i.run_id, i.transaction_id COLLATE "C", t.seq`, date, runID)
-	if err != nil {
-		return rep, fmt.Errorf("read transitions: %w", err)
+// add takes the next row of readChains: an item and one of its transitions
+// (nil columns for an item without any).
+func (v *verification) add(item itemRow, t *transitionRow) error {
+	if !v.item.active || item.runID != v.item.runID || item.transactionID != v.item.transactionID {
+		v.endItem()
+		if item.runID != v.item.runID || v.run < 0 {
+			v.enterRun(item.runID)
+		}
+		v.item.start(item)
 	}
-	defer rows.Close()
+	if t.seq == nil {
+		return nil // an item without transitions
+	}
+	v.rep.Transitions++
+	v.rep.Runs[v.run].Transitions++
+	v.payload = t.appendPayload(v.payload[:0], item)
+	v.item.add(t, v.payload)
+	return nil
+}
 
-	var (
-		c       chain
-		row     transitionRow
-		runIdx  = -1
-		digest  = sha256.New()
-		payload []byte
-		flushed int // runs whose run-level break was reported
-	)
-	// flushRuns reports the run-level breaks of the runs before index n.
-	flushRuns := func(n int) {
-		for ; flushed < n; flushed++ {
-			if b := runBreaks[flushed]; b != nil {
-				rep.BrokenRuns++
-				rep.addBreak(*b)
-			}
+// endItem checks the end of the item being walked, if any, and adds its
+// chain head to the run's digest.
+func (v *verification) endItem() {
+	if !v.item.active {
+		return
+	}
+	if b, ok := v.item.finish(); !ok {
+		v.rep.Runs[v.run].BrokenItems++
+		v.rep.BrokenItems++
+		v.rep.addBreak(b)
+	}
+	fmt.Fprintf(v.digest, "%s\x1f%x\n", v.item.transactionID, v.item.head)
+}
+
+// enterRun ends the run being walked and starts run id, reporting the item
+// count breaks of the runs up to it.
+func (v *verification) enterRun(id uuid.UUID) {
+	v.endRun()
+	v.digest.Reset()
+	v.run = v.index[id]
+	v.reportCountBreaks(v.run + 1)
+}
+
+// endRun records the digest of the run being walked, if any.
+func (v *verification) endRun() {
+	if v.run >= 0 {
+		v.rep.Runs[v.run].Digest = hex.EncodeToString(v.digest.Sum(nil))
+	}
+}
+
+// reportCountBreaks reports the item count breaks of the runs before place
+// n not reported yet.
+func (v *verification) reportCountBreaks(n int) {
+	for ; v.reported < n; v.reported++ {
+		if b := v.countBreaks[v.reported]; b != nil {
+			v.rep.BrokenRuns++
+			v.rep.addBreak(*b)
 		}
 	}
-	finishRun := func() {
-		if runIdx >= 0 {
-			rep.Runs[runIdx].Digest = hex.EncodeToString(digest.Sum(nil))
-		}
+}
+
+// finish ends the last item and run, reports the count breaks of runs
+// without items and totals the items.
+func (v *verification) finish() {
+	v.endItem()
+	v.endRun()
+	v.reportCountBreaks(len(v.rep.Runs))
+	for _, r := range v.rep.Runs {
+		v.rep.Items += r.Items
 	}
-	finishItem := func() {
-		if !c.active {
-			return
-		}
-		if b, ok := c.finish(); !ok {
-			rep.Runs[runIdx].BrokenItems++
-			rep.BrokenItems++
-			rep.addBreak(b)
-		}
-		fmt.Fprintf(digest, "%s\x1f%x\n", c.transactionID, c.head)
-	}
-	for rows.Next() {
-		var item itemRow
-		if err := rows.Scan(&item.runID, &item.transactionID, &item.state, &item.historyLen, &item.historyHead,
-			&row.seq, &row.fromState, &row.toState, &row.atMicros, &row.attempt, &row.httpStatus, &row.reason,
-			&row.retryAfterMS, &row.details, &row.actor, &row.prevHash, &row.hash); err != nil {
-			return rep, fmt.Errorf("read transitions: %w", err)
-		}
-		if !c.active || item.runID != c.runID || item.transactionID != c.transactionID {
-			finishItem()
-			if item.runID != c.runID || runIdx < 0 {
-				finishRun()
-				digest.Reset()
-				runIdx = index[item.runID]
-				flushRuns(runIdx + 1)
-			}
-			c.start(item)
-		}
-		if row.seq == nil {
-			continue // an item without transitions
-		}
-		rep.Transitions++
-		rep.Runs[runIdx].Transitions++
-		payload = row.appendPayload(payload[:0], item)
-		c.add(&row, payload)
-	}
-	if err := rows.Err(); err != nil {
-		return rep, fmt.Errorf("read transitions: %w", err)
-	}
-	finishItem()
-	finishRun()
-	flushRuns(len(rep.Runs))
-	for _, r := range rep.Runs {
-		rep.Items += r.Items
-	}
-	return rep, nil
 }
 
 func (r *Report) addBreak(b Break) {
 	if len(r.Breaks) < MaxBreaks {
 		r.Breaks = append(r.Breaks, b)
 	}
-}
-
-type itemRow struct {
-	runID         uuid.UUID
-	transactionID string
-	state         string
-	historyLen    int
-	historyHead   []byte
-}
-
-// transitionRow holds one transitions row in the text forms the canonical
-// encoding uses. Pointers are NULL-able columns (all NULL for an item without
-// transitions).
-type transitionRow struct {
-	seq          *int
-	fromState    *string
-	toState      *string
-	atMicros     *int64
-	attempt      *int
-	httpStatus   *int
-	reason       *string
-	retryAfterMS *int64
-	details      *string
-	actor        *string
-	prevHash     []byte
-	hash         []byte
-}
-
-// appendPayload appends the canonical encoding of the row to buf: the
-// fields joined by the unit separator 0x1F, exactly as the SQL function
-// transition_payload builds them (NULLs as empty strings, the time as
-// microseconds since the Unix epoch).
-func (t *transitionRow) appendPayload(buf []byte, item itemRow) []byte {
-	const sep = 0x1f
-	buf = append(buf, item.runID.String()...)
-	buf = append(buf, sep)
-	buf = append(buf, item.transactionID...)
-	buf = append(buf, sep)
-	buf = strconv.AppendInt(buf, int64(*t.seq), 10)
-	buf = append(buf, sep)
-	buf = append(buf, deref(t.fromState)...)
-	buf = append(buf, sep)
-	buf = append(buf, deref(t.toState)...)
-	buf = append(buf, sep)
-	buf = strconv.AppendInt(buf, derefInt(t.atMicros), 10)
-	buf = append(buf, sep)
-	buf = strconv.AppendInt(buf, int64(derefInt(t.attempt)), 10)
-	buf = append(buf, sep)
-	if t.httpStatus != nil {
-		buf = strconv.AppendInt(buf, int64(*t.httpStatus), 10)
-	}
-	buf = append(buf, sep)
-	buf = append(buf, deref(t.reason)...)
-	buf = append(buf, sep)
-	if t.retryAfterMS != nil {
-		buf = strconv.AppendInt(buf, *t.retryAfterMS, 10)
-	}
-	buf = append(buf, sep)
-	buf = append(buf, deref(t.details)...)
-	buf = append(buf, sep)
-	buf = append(buf, deref(t.actor)...)
-	return buf
-}
-
-func deref(s *string) string {
-	if s == nil {
-		return ""
-	}
-	return *s
-}
-
-func derefInt[T int | int64](p *T) T {
-	if p == nil {
-		return 0
-	}
-	return *p
-}
-
-// chain walks one item's transitions in seq order.
-type chain struct {
-	active        bool
-	runID         uuid.UUID
-	transactionID string
-	state         string
-	historyLen    int
-	historyHead   []byte
-
-	seen   int    // rows read
-	head   []byte // recomputed hash of the last good row
-	lastTo string // to_state of the last row
-	broken *Break
-}
-
-func (c *chain) start(item itemRow) {
-	*c = chain{active: true, runID: item.runID, transactionID: item.transactionID, state: item.state,
-		historyLen: item.historyLen, historyHead: item.historyHead}
-}
-
-func (c *chain) fail(seq int, kind Kind, format string, args ...any) {
-	if c.broken == nil {
-		c.broken = &Break{RunID: c.runID, TransactionID: c.transactionID, Seq: seq, Kind: kind,
-			Detail: fmt.Sprintf(format, args...)}
-	}
-}
-
-// add checks the next row of the chain; payload is its canonical encoding.
-func (c *chain) add(t *transitionRow, payload []byte) {
-	seq := *t.seq
-	if c.broken != nil {
-		return // only the first break of an item is reported
-	}
-	want := c.seen + 1
-	switch {
-	case seq > c.historyLen:
-		c.fail(seq, KindExtra, "row seq %d is beyond items.history_len %d", seq, c.historyLen)
-		return
-	case seq != want:
-		c.fail(want, KindMissing, "row seq %d is absent (the next stored row is seq %d)", want, seq)
-		return
-	}
-	if !bytes.Equal(t.prevHash, c.head) {
-		c.fail(seq, KindPrevHash, "prev_hash %s is not the hash of seq %d (%s)", hexOrNull(t.prevHash), seq-1, hexOrNull(c.head))
-		return
-	}
-	h := sha256.New()
-	h.Write(c.head)
-	h.Write(payload)
-	sum := h.Sum(nil)
-	if !bytes.Equal(sum, t.hash) {
-		c.fail(seq, KindHash, "stored hash %x, recomputed %x: the row was changed after it was written", t.hash, sum)
-		return
-	}
-	c.seen = seq
-	c.head = sum
-	c.lastTo = deref(t.toState)
-}
-
-func hexOrNull(b []byte) string {
-	if b == nil {
-		return "NULL"
-	}
-	return hex.EncodeToString(b)
-}
-
-// finish checks the end of the chain against the item row.
-func (c *chain) finish() (Break, bool) {
-	if c.broken == nil {
-		switch {
-		case c.seen < c.historyLen:
-			c.fail(c.seen+1, KindMissing, "items.history_len is %d but the chain ends at seq %d", c.historyLen, c.seen)
-		case !bytes.Equal(c.head, c.historyHead):
-			c.fail(c.seen, KindHead, "items.history_head %s is not the hash of the last row (%s)", hexOrNull(c.historyHead), hexOrNull(c.head))
-		case c.seen > 0 && c.lastTo != c.state:
-			c.fail(c.seen, KindState, "items.state is %s but the last transition moved to %s", c.state, c.lastTo)
-		case c.seen == 0 && c.state != "queued":
-			c.fail(0, KindState, "items.state is %s but the item has no transitions", c.state)
-		}
-	}
-	c.active = false
-	if c.broken != nil {
-		return *c.broken, false
-	}
-	return Break{}, true
 }
 
 // Grant makes the existing role a member of reconcile_auditor, so it can read

@@ -4,11 +4,9 @@ import (
 	"context"
 	"encoding/hex"
 	"errors"
-	"fmt"
 	"time"
 
 	"github.com/google/uuid"
-	"github.com/jackc/pgx/v5"
 )
 
 // ErrNoItem is returned by VerifyItem for an item that does not exist.
@@ -50,12 +48,6 @@ type ItemChain struct {
 // OK reports whether the chain verified.
 func (c ItemChain) OK() bool { return c.Break == nil }
 
-// Querier runs queries: a pgx.Tx, *pgx.Conn or *pgxpool.Pool.
-type Querier interface {
-	Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error)
-	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
-}
-
 // VerifyItem reads one item's transitions with db (best a read-only
 // transaction, so both reads see one snapshot) and
 // recomputes their chain with the same code as Verify, so a page can show a
@@ -63,47 +55,29 @@ type Querier interface {
 // when the item does not exist.
 func VerifyItem(ctx context.Context, db Querier, runID uuid.UUID, transactionID string) (ItemChain, error) {
 	out := ItemChain{RunID: runID, TransactionID: transactionID, Links: []Link{}}
-	var item itemRow
-	err := db.QueryRow(ctx, `SELECT run_id, transaction_id, state, history_len, history_head
-		  FROM items WHERE run_id = $1 AND transaction_id = $2`, runID, transactionID).
-		Scan(&item.runID, &item.transactionID, &item.state, &item.historyLen, &item.historyHead)
-	if errors.Is(err, pgx.ErrNoRows) {
-		return out, fmt.Errorf("verify item %s of run %s: %w", transactionID, runID, ErrNoItem)
-	}
+	item, err := readItem(ctx, db, runID, transactionID)
 	if err != nil {
-		return out, fmt.Errorf("verify item %s of run %s: %w", transactionID, runID, err)
+		return out, err
 	}
-	rows, err := db.Query(ctx, `
-		SELECT seq, from_state, to_state, (extract(epoch FROM at) * 1000000)::bigint,
-		       attempt, http_status, reason, retry_after_ms, details::text, actor, prev_hash, hash
-		  FROM transitions WHERE run_id = $1 AND transaction_id = $2 ORDER BY seq`, runID, transactionID)
-	if err != nil {
-		return out, fmt.Errorf("read transitions of %s: %w", transactionID, err)
-	}
-	defer rows.Close()
 	var (
 		c       chain
-		row     transitionRow
 		payload []byte
 	)
 	c.start(item)
-	for rows.Next() {
-		if err := rows.Scan(&row.seq, &row.fromState, &row.toState, &row.atMicros, &row.attempt, &row.httpStatus,
-			&row.reason, &row.retryAfterMS, &row.details, &row.actor, &row.prevHash, &row.hash); err != nil {
-			return out, fmt.Errorf("read transitions of %s: %w", transactionID, err)
-		}
+	err = readTransitions(ctx, db, runID, transactionID, func(row *transitionRow) error {
 		before := c.broken
 		payload = row.appendPayload(payload[:0], item)
-		c.add(&row, payload)
+		c.add(row, payload)
 		l := Link{Seq: *row.seq, From: deref(row.fromState), To: deref(row.toState),
 			At: time.UnixMicro(derefInt(row.atMicros)), Attempt: derefInt(row.attempt), HTTPStatus: row.httpStatus,
 			Reason: deref(row.reason), RetryAfterMS: row.retryAfterMS, Details: deref(row.details),
 			Actor: deref(row.actor), PrevHash: hex.EncodeToString(row.prevHash), Hash: hex.EncodeToString(row.hash)}
 		l.OK = before == nil && c.broken == nil
 		out.Links = append(out.Links, l)
-	}
-	if err := rows.Err(); err != nil {
-		return out, fmt.Errorf("read transitions of %s: %w", transactionID, err)
+		return nil
+	})
+	if err != nil {
+		return out, err
 	}
 	if b, ok := c.finish(); !ok {
 		out.Break = &b

@@ -18,6 +18,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/reconcile/reconcile/internal/enqueue"
+	"github.com/reconcile/reconcile/internal/ledger"
 	"github.com/reconcile/reconcile/internal/payments"
 	"github.com/reconcile/reconcile/internal/queue"
 )
@@ -113,23 +114,8 @@ func (s redriveSelection) hidden() url.Values {
 }
 
 // selectDeadLetters returns the ids of the run's dead letters s selects.
-func selectDeadLetters(ctx context.Context, db interface {
-	Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error)
-}, runID uuid.UUID, s redriveSelection) ([]int64, error) {
-	var ids []int64
-	if len(s.IDs) > 0 {
-		ids = s.IDs
-	}
-	rows, err := db.Query(ctx, `
-		SELECT message_id FROM queue_messages
-		 WHERE state = 'dead' AND run_id = $1
-		   AND ($2::bigint[] IS NULL OR message_id = ANY ($2))
-		   AND ($3 = '' OR coalesce(reason, '') = $3)
-		 ORDER BY message_id`, runID, ids, s.Reason)
-	if err != nil {
-		return nil, fmt.Errorf("select dead letters of run %s: %w", runID, err)
-	}
-	return pgx.CollectRows(rows, pgx.RowTo[int64])
+func (h *Handler) selectDeadLetters(ctx context.Context, db queue.Querier, runID uuid.UUID, s redriveSelection) ([]int64, error) {
+	return h.cfg.Queue.DeadLetterIDs(ctx, db, runID, s.IDs, s.Reason)
 }
 
 func (h *Handler) redrivePreview(w http.ResponseWriter, r *http.Request, u User) error {
@@ -147,7 +133,7 @@ func (h *Handler) redrivePreview(w http.ResponseWriter, r *http.Request, u User)
 		if d.Run, err = loadRun(r.Context(), rd, id); err != nil {
 			return err
 		}
-		ids, err := selectDeadLetters(r.Context(), rd, id, sel)
+		ids, err := h.selectDeadLetters(r.Context(), rd, id, sel)
 		d.Count = int64(len(ids))
 		return err
 	})
@@ -178,7 +164,7 @@ func (h *Handler) redrive(w http.ResponseWriter, r *http.Request, u User) error 
 	}
 	var n int
 	err = pgx.BeginFunc(r.Context(), h.cfg.Pool, func(tx pgx.Tx) error {
-		ids, err := selectDeadLetters(r.Context(), tx, id, sel)
+		ids, err := h.selectDeadLetters(r.Context(), tx, id, sel)
 		if err != nil || len(ids) == 0 {
 			return err // with no ids the filter would take the whole run
 		}
@@ -228,8 +214,8 @@ type rerunPlan struct {
 
 func (h *Handler) planRerun(ctx context.Context, rd *reader, run runRow, mode enqueue.Rerun) (rerunPlan, error) {
 	p := rerunPlan{mode: mode}
-	latest, err := scanRun(rd.QueryRow(ctx, `SELECT `+runColumns+`
-		 WHERE r.business_date = $1::date ORDER BY r.generation DESC LIMIT 1`, run.BusinessDate))
+	s, err := ledger.FindSummary(ctx, rd, ledger.RunFilter{Date: run.BusinessDate, NewestFirst: true})
+	latest := runRow{s}
 	if err != nil {
 		return p, fmt.Errorf("find latest run of %s: %w", run.BusinessDate, err)
 	}
@@ -302,7 +288,7 @@ func (h *Handler) rerunPreview(w http.ResponseWriter, r *http.Request, u User) e
 		return err
 	}
 	d.Count, d.Stays, d.Detail, d.Unavailable = p.count, p.stays, p.detail, p.problem
-	h.render(w, r, http.StatusOK, "action", view{Title: "Re-run " + d.Run.BusinessDate, User: &u, Data: d})
+	h.render(w, r, http.StatusOK, "action", view{Title: "Re-run " + d.Run.BusinessDate.String(), User: &u, Data: d})
 	return nil
 }
 
@@ -335,10 +321,7 @@ func (h *Handler) rerun(w http.ResponseWriter, r *http.Request, u User) error {
 	if p.problem != "" {
 		return &httpError{code: http.StatusConflict, msg: p.problem}
 	}
-	date, err := payments.ParseDate(run.BusinessDate)
-	if err != nil {
-		return err
-	}
+	date := run.BusinessDate
 	loc, err := time.LoadLocation(p.latest.TimeZone)
 	if err != nil {
 		return fmt.Errorf("time zone of run %s: %w", p.latest.ReconciliationID, err)
@@ -398,10 +381,7 @@ func (h *Handler) cancel(w http.ResponseWriter, r *http.Request, u User) error {
 	if err != nil {
 		return err
 	}
-	date, err := payments.ParseDate(run.BusinessDate)
-	if err != nil {
-		return err
-	}
+	date := run.BusinessDate
 	// The same path as `reconcile cancel`: the run is locked there and its
 	// open items are counted again, so a preview that went stale changes
 	// nothing but the count.

@@ -15,9 +15,9 @@ import (
 	"time"
 
 	"github.com/google/uuid"
-	"github.com/jackc/pgx/v5"
 
 	"github.com/reconcile/reconcile/internal/audit"
+	"github.com/reconcile/reconcile/internal/ledger"
 	"github.com/reconcile/reconcile/internal/payments"
 	"github.com/reconcile/reconcile/internal/report"
 )
@@ -54,12 +54,8 @@ func (h *Handler) auditPage(w http.ResponseWriter, r *http.Request, u User) erro
 	}
 	if f.RunID == nil && f.BusinessDate == nil {
 		err := h.read(r.Context(), h.cfg.StatementTimeout, func(rd *reader) error {
-			rows, err := rd.Query(r.Context(), `SELECT `+runColumns+`
-				 ORDER BY r.business_date DESC, r.generation DESC LIMIT 10`)
-			if err != nil {
-				return fmt.Errorf("list runs: %w", err)
-			}
-			d.Recent, err = pgx.CollectRows(rows, func(row pgx.CollectableRow) (runRow, error) { return scanRun(row) })
+			var err error
+			d.Recent, err = loadRuns(r.Context(), rd, ledger.RunFilter{NewestFirst: true, Limit: 10})
 			return err
 		})
 		if err != nil {
@@ -191,29 +187,20 @@ var transitionsHeader = []string{"transition_id", "transaction_id", "seq", "from
 	"http_status", "reason", "retry_after_ms", "details", "actor", "prev_hash", "hash"}
 
 func writeTransitions(ctx context.Context, rd *reader, runID uuid.UUID, w io.Writer) error {
-	rows, err := rd.Query(ctx, `
-		SELECT transition_id, transaction_id, seq, from_state, to_state, at, attempt, http_status, reason,
-		       retry_after_ms, coalesce(details::text, ''), actor, coalesce(encode(prev_hash, 'hex'), ''), encode(hash, 'hex')
-		  FROM transitions WHERE run_id = $1 ORDER BY transition_id`, runID)
-	if err != nil {
-		return err
-	}
 	cw := csv.NewWriter(w)
 	_ = cw.Write(transitionsHeader)
-	var (
-		tid                                    int64
-		seq, attempt                           int
-		txID, from, to, reason, details, actor string
-		prev, hsh                              string
-		at                                     time.Time
-		status                                 *int
-		retry                                  *int64
-	)
-	_, err = pgx.ForEachRow(rows, []any{&tid, &txID, &seq, &from, &to, &at, &attempt, &status, &reason, &retry,
-		&details, &actor, &prev, &hsh}, func() error {
-		return cw.Write([]string{strconv.FormatInt(tid, 10), txID, strconv.Itoa(seq), from, to,
-			at.UTC().Format(time.RFC3339Nano), strconv.Itoa(attempt), fmtIntPtr(status), reason, int64Str(retry),
-			details, actor, prev, hsh})
+	err := ledger.EachTransition(ctx, rd, runID, func(t ledger.Transition) error {
+		retry := ""
+		if t.RetryAfter > 0 {
+			retry = strconv.FormatInt(t.RetryAfter.Milliseconds(), 10)
+		}
+		status := "–"
+		if t.HTTPStatus != 0 {
+			status = strconv.Itoa(t.HTTPStatus)
+		}
+		return cw.Write([]string{strconv.FormatInt(t.ID, 10), t.TransactionID, strconv.Itoa(t.Seq), string(t.From),
+			string(t.To), t.At.UTC().Format(time.RFC3339Nano), strconv.Itoa(t.Attempt), status, t.Reason, retry,
+			t.Details, t.Actor, hex.EncodeToString(t.PrevHash), hex.EncodeToString(t.Hash)})
 	})
 	if err != nil {
 		return err

@@ -3,16 +3,16 @@ package console
 import (
 	"cmp"
 	"context"
-	"fmt"
 	"slices"
 
 	"github.com/google/uuid"
-	"github.com/jackc/pgx/v5"
+
+	"github.com/reconcile/reconcile/internal/ledger"
 )
 
 // A run's outcomes by provider and its amounts at stake by currency come
-// from the ledger's run_breakdown rows (a few per shard: one per provider
-// and currency), which the terminal transitions of the items that did not
+// from the ledger's breakdown (a few rows per shard: one per provider and
+// currency), which the terminal transitions of the items that did not
 // match keep; matches are not counted there, so the matched items of a
 // provider are its items less the others once the run is complete.
 
@@ -60,74 +60,57 @@ type breakdown struct {
 	AtStake   []atStake
 }
 
-// loadBreakdowns reads the breakdowns of runs in one statement over their
-// run_breakdown rows (the primary key's range of each run).
+// loadBreakdowns reads the breakdowns of runs in one statement
+// (ledger.Breakdowns) and groups them by provider and by currency.
 func loadBreakdowns(ctx context.Context, rd *reader, runIDs []uuid.UUID) (map[uuid.UUID]*breakdown, error) {
 	out := make(map[uuid.UUID]*breakdown, len(runIDs))
 	if len(runIDs) == 0 {
 		return out, nil
 	}
-	rows, err := rd.Query(ctx, `
-		SELECT run_id, provider, currency, sum(item_count), sum(mismatched), sum(missing), sum(dead_lettered),
-		       sum(cancelled), sum(mismatched_minor), sum(missing_minor), sum(dead_lettered_minor)
-		  FROM run_breakdown WHERE run_id = ANY($1)
-		 GROUP BY run_id, provider, currency`, runIDs)
+	rows, err := ledger.Breakdowns(ctx, rd, runIDs)
 	if err != nil {
-		return nil, fmt.Errorf("read breakdown of %d runs: %w", len(runIDs), err)
+		return nil, err
+	}
+	for _, id := range runIDs {
+		out[id] = &breakdown{}
 	}
 	type key struct {
 		run      uuid.UUID
 		provider string
 	}
 	providers := map[key]*providerOutcomes{}
-	stakes := map[uuid.UUID]map[string]*atStake{}
-	var run uuid.UUID
-	var provider, currency string
-	var items, mismatched, missing, dead, cancelled, mismatchedMinor, missingMinor, deadMinor int64
-	_, err = pgx.ForEachRow(rows, []any{&run, &provider, &currency, &items, &mismatched, &missing, &dead, &cancelled,
-		&mismatchedMinor, &missingMinor, &deadMinor}, func() error {
-		p := providers[key{run, provider}]
+	stakes := map[key]*atStake{} // by run and currency
+	for _, b := range rows {
+		p := providers[key{b.RunID, b.Provider}]
 		if p == nil {
-			p = &providerOutcomes{Provider: provider}
-			providers[key{run, provider}] = p
+			p = &providerOutcomes{Provider: b.Provider}
+			providers[key{b.RunID, b.Provider}] = p
 		}
-		p.Items += items
-		p.Mismatched += mismatched
-		p.Missing += missing
-		p.DeadLettered += dead
-		p.Cancelled += cancelled
-		if mismatched+missing+dead == 0 {
-			return nil
+		p.Items += b.Items
+		p.Mismatched += b.Mismatched
+		p.Missing += b.Missing
+		p.DeadLettered += b.DeadLettered
+		p.Cancelled += b.Cancelled
+		if b.Mismatched+b.Missing+b.DeadLettered == 0 {
+			continue
 		}
-		if stakes[run] == nil {
-			stakes[run] = map[string]*atStake{}
-		}
-		a := stakes[run][currency]
+		a := stakes[key{b.RunID, b.Currency}]
 		if a == nil {
-			a = &atStake{Currency: currency}
-			stakes[run][currency] = a
+			a = &atStake{Currency: b.Currency}
+			stakes[key{b.RunID, b.Currency}] = a
 		}
-		a.Mismatched += mismatchedMinor
-		a.Missing += missingMinor
-		a.DeadLettered += deadMinor
-		a.NMismatched += mismatched
-		a.NMissing += missing
-		a.NDeadLetter += dead
-		return nil
-	})
-	if err != nil {
-		return nil, fmt.Errorf("read breakdown of %d runs: %w", len(runIDs), err)
-	}
-	for _, id := range runIDs {
-		out[id] = &breakdown{}
+		a.Mismatched += b.MismatchedMinor
+		a.Missing += b.MissingMinor
+		a.DeadLettered += b.DeadLetteredMinor
+		a.NMismatched += b.Mismatched
+		a.NMissing += b.Missing
+		a.NDeadLetter += b.DeadLettered
 	}
 	for k, p := range providers {
 		out[k.run].Providers = append(out[k.run].Providers, *p)
 	}
-	for run, byCurrency := range stakes {
-		for _, a := range byCurrency {
-			out[run].AtStake = append(out[run].AtStake, *a)
-		}
+	for k, a := range stakes {
+		out[k.run].AtStake = append(out[k.run].AtStake, *a)
 	}
 	for _, b := range out {
 		slices.SortFunc(b.Providers, func(x, y providerOutcomes) int { return cmp.Compare(x.Provider, y.Provider) })

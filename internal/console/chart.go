@@ -2,7 +2,6 @@ package console
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"math"
 	"strconv"
@@ -10,8 +9,8 @@ import (
 	"time"
 
 	"github.com/google/uuid"
-	"github.com/jackc/pgx/v5"
 
+	"github.com/reconcile/reconcile/internal/ledger"
 	"github.com/reconcile/reconcile/internal/limiter"
 )
 
@@ -69,58 +68,30 @@ const (
 // same time does not inflate the rate.
 func loadTraffic(ctx context.Context, rd *reader, runID uuid.UUID) (traffic, error) {
 	var tr traffic
-	var lo, hi int64
-	err := rd.QueryRow(ctx, `
-		SELECT lo.transition_id, lo.at, hi.transition_id, hi.at
-		  FROM (SELECT transition_id, at FROM transitions WHERE run_id = $1 ORDER BY transition_id LIMIT 1) lo,
-		       (SELECT transition_id, at FROM transitions WHERE run_id = $1 ORDER BY transition_id DESC LIMIT 1) hi`,
-		runID).Scan(&lo, &tr.Start, &hi, &tr.End)
-	if errors.Is(err, pgx.ErrNoRows) {
-		return tr, nil
+	span, ok, err := ledger.TransitionSpan(ctx, rd, runID)
+	if err != nil || !ok {
+		return tr, err
 	}
-	if err != nil {
-		return tr, fmt.Errorf("read transition span of run %s: %w", runID, err)
-	}
-	tr.Transitions = hi - lo + 1
+	tr.Start, tr.End = span.First, span.Last
+	tr.Transitions = span.LastID - span.FirstID + 1
 	if tr.Transitions <= exactTransitions {
 		return tr, binTraffic(ctx, rd, runID, &tr)
 	}
 	tr.Sampled = true
-	return tr, sampleTraffic(ctx, rd, runID, lo, hi, &tr)
+	return tr, sampleTraffic(ctx, rd, runID, span.FirstID, span.LastID, &tr)
 }
-
-// callFilter and the others classify transitions: a provider call is a
-// change out of an open state with an attempt number (a poison dead letter
-// made without a call is counted too; it is rare).
-const (
-	callFilter     = `attempt > 0 AND from_state IN ('queued', 'retry_scheduled')`
-	throttleFilter = `http_status = 429`
-	doneFilter     = `to_state IN ('matched', 'mismatched', 'missing', 'dead_lettered')`
-)
 
 func binTraffic(ctx context.Context, rd *reader, runID uuid.UUID, tr *traffic) error {
 	span := tr.End.Sub(tr.Start)
 	bin := max(time.Second, (span / chartBins).Round(time.Second))
-	rows, err := rd.Query(ctx, `
-		SELECT date_bin($2::interval, at, $3::timestamptz) AS b,
-		       count(*) FILTER (WHERE `+callFilter+`),
-		       count(*) FILTER (WHERE `+throttleFilter+`),
-		       count(*) FILTER (WHERE `+doneFilter+`)
-		  FROM transitions WHERE run_id = $1
-		 GROUP BY b ORDER BY b`, runID, bin, tr.Start)
+	bins, err := ledger.Traffic(ctx, rd, runID, tr.Start, bin)
 	if err != nil {
-		return fmt.Errorf("bin transitions of run %s: %w", runID, err)
+		return err
 	}
-	var at time.Time
-	var calls, throttles, done int64
 	secs := bin.Seconds()
-	_, err = pgx.ForEachRow(rows, []any{&at, &calls, &throttles, &done}, func() error {
-		tr.Points = append(tr.Points, trafficPoint{At: at.Add(bin / 2), Calls: float64(calls) / secs,
-			Throttles: float64(throttles) / secs, Done: float64(done) / secs})
-		return nil
-	})
-	if err != nil {
-		return fmt.Errorf("bin transitions of run %s: %w", runID, err)
+	for _, b := range bins {
+		tr.Points = append(tr.Points, trafficPoint{At: b.Start.Add(bin / 2), Calls: float64(b.Calls) / secs,
+			Throttles: float64(b.Throttles) / secs, Done: float64(b.Done) / secs})
 	}
 	return nil
 }
@@ -134,46 +105,31 @@ type probe struct {
 
 func sampleTraffic(ctx context.Context, rd *reader, runID uuid.UUID, lo, hi int64, tr *traffic) error {
 	step := max(1, (hi-lo)/chartProbes)
-	rows, err := rd.Query(ctx, `
-		SELECT p, t.transition_id, t.at, (`+callFilter+`), coalesce(`+throttleFilter+`, false), (`+doneFilter+`)
-		  FROM generate_series(0, $3::int - 1) p
-		 CROSS JOIN LATERAL (
-		       SELECT transition_id, at, attempt, from_state, to_state, http_status FROM transitions
-		        WHERE run_id = $1 AND transition_id >= $2::bigint + p * $4::bigint
-		        ORDER BY transition_id LIMIT $5) t
-		 ORDER BY p, t.transition_id`, runID, lo, chartProbes, step, probeWindow)
+	sampled, err := ledger.SampleTraffic(ctx, rd, runID, lo, step, chartProbes, probeWindow)
 	if err != nil {
-		return fmt.Errorf("sample transitions of run %s: %w", runID, err)
+		return err
 	}
 	var probes []probe
-	var p int
-	var id int64
-	var at time.Time
-	var call, throttle, done bool
 	last, skip := -1, false
-	_, err = pgx.ForEachRow(rows, []any{&p, &id, &at, &call, &throttle, &done}, func() error {
-		if p != last {
-			last = p
+	for _, t := range sampled {
+		if t.Probe != last {
+			last = t.Probe
 			// Where the run's ids are sparse, a probe can land inside the
 			// previous one's window: it adds nothing.
-			skip = len(probes) > 0 && id <= probes[len(probes)-1].lastID
+			skip = len(probes) > 0 && t.ID <= probes[len(probes)-1].lastID
 			if !skip {
-				probes = append(probes, probe{firstID: id, at: at})
+				probes = append(probes, probe{firstID: t.ID, at: t.At})
 			}
 		}
 		if skip {
-			return nil
+			continue
 		}
 		pr := &probes[len(probes)-1]
-		pr.lastID = id
+		pr.lastID = t.ID
 		pr.n++
-		pr.calls += b2i(call)
-		pr.throttles += b2i(throttle)
-		pr.done += b2i(done)
-		return nil
-	})
-	if err != nil {
-		return fmt.Errorf("sample transitions of run %s: %w", runID, err)
+		pr.calls += b2i(t.Call)
+		pr.throttles += b2i(t.Throttle)
+		pr.done += b2i(t.Done)
 	}
 	for i := 0; i+1 < len(probes); i++ {
 		a, b := probes[i], probes[i+1]
@@ -197,33 +153,38 @@ func b2i(b bool) int {
 	return 0
 }
 
-// limiterRow is a rate_limiters row as the console shows it.
+// limiterRow is a limiter's row as the console shows it.
 type limiterRow struct {
-	Name              string
-	Rate              float64
-	Burst             int
-	EffectiveRate     float64
-	PenaltyUntil      *time.Time // while a penalty runs, by the database's clock
+	Name          string
+	Rate          float64
+	Burst         int
+	EffectiveRate float64
+	// PenaltyUntil is set while a penalty runs, by the database's clock.
+	PenaltyUntil      *time.Time
 	Throttles         int64
 	SettingsUpdatedAt time.Time
-	UpdatedAt         *time.Time
 }
 
-// loadLimiters reads every limiter row (one per provider).
+func newLimiterRow(s limiter.State) limiterRow {
+	l := limiterRow{Name: s.Name, Rate: s.Rate, Burst: s.Burst, EffectiveRate: s.EffectiveRate, Throttles: s.Throttles,
+		SettingsUpdatedAt: s.SettingsUpdatedAt}
+	if s.PenaltyLeft > 0 {
+		l.PenaltyUntil = &s.PenaltyUntil
+	}
+	return l
+}
+
+// loadLimiters reads every limiter's row (one per provider).
 func loadLimiters(ctx context.Context, rd *reader) ([]limiterRow, error) {
-	rows, err := rd.Query(ctx, `
-		SELECT name, rate, burst, effective_rate,
-		       CASE WHEN penalty_until > clock_timestamp() THEN penalty_until END,
-		       throttles, settings_updated_at, updated_at
-		  FROM rate_limiters ORDER BY name`)
+	states, err := limiter.States(ctx, rd, "")
 	if err != nil {
-		return nil, fmt.Errorf("read limiters: %w", err)
+		return nil, err
 	}
-	ls, err := pgx.CollectRows(rows, pgx.RowToStructByPos[limiterRow])
-	if err != nil {
-		return nil, fmt.Errorf("read limiters: %w", err)
+	out := make([]limiterRow, len(states))
+	for i, s := range states {
+		out[i] = newLimiterRow(s)
 	}
-	return ls, nil
+	return out, nil
 }
 
 // markSpacing is the least distance in the chart's units between two
@@ -256,12 +217,11 @@ func loadLimits(ctx context.Context, rd *reader, l *limiterRow, start, end time.
 	if l == nil || end.IsZero() {
 		return out, nil
 	}
-	rd.stats.queries += 2
-	before, err := limiter.LoadHistory(ctx, rd.tx, l.Name, start, 1)
+	before, err := limiter.LoadHistory(ctx, rd, l.Name, start, 1)
 	if err != nil {
 		return out, err
 	}
-	during, err := limiter.LoadHistory(ctx, rd.tx, l.Name, end.Add(time.Microsecond), chartChanges)
+	during, err := limiter.LoadHistory(ctx, rd, l.Name, end.Add(time.Microsecond), chartChanges)
 	if err != nil {
 		return out, err
 	}
@@ -277,9 +237,9 @@ func loadLimits(ctx context.Context, rd *reader, l *limiterRow, start, end time.
 		// The rate was set during or after the run: the one in force at
 		// start is the last `limit set` row before it, if any is kept.
 		configured = math.NaN()
-		if len(before) == 1 && before[0].Cause == limitSetCause {
+		if len(before) == 1 && before[0].Cause == limiter.CauseLimitSet {
 			configured = before[0].Rate
-		} else if rate, ok, err := configuredBefore(ctx, rd, l.Name, start); err != nil {
+		} else if rate, ok, err := limiter.RateSetBefore(ctx, rd, l.Name, start); err != nil {
 			return out, err
 		} else if ok {
 			configured = rate
@@ -302,34 +262,13 @@ func loadLimits(ctx context.Context, rd *reader, l *limiterRow, start, end time.
 			Configured: configured, Cause: "configured " + fmtRate(configured) + "/s at the start"})
 	}
 	for _, c := range during {
-		if c.Cause == limitSetCause {
+		if c.Cause == limiter.CauseLimitSet {
 			configured = c.Rate
 		}
 		out.Points = append(out.Points, limitPoint{At: c.At, Effective: c.Rate, Estimate: estimateOf(c),
 			Configured: configured, Cause: describeChange(c)})
 	}
 	return out, nil
-}
-
-// limitSetCause is the history's cause of an operator's `limit set`.
-const limitSetCause = "limit set"
-
-// configuredBefore returns the rate of limiter name's last `limit set` row
-// before t. The history's (limiter, recorded_at) index is walked backwards
-// from t; the consumers' own rows in between are at most the retention's.
-func configuredBefore(ctx context.Context, rd *reader, name string, t time.Time) (float64, bool, error) {
-	var rate float64
-	err := rd.QueryRow(ctx, `
-		SELECT rate FROM rate_limiter_history
-		 WHERE limiter = $1 AND recorded_at < $2 AND cause = $3
-		 ORDER BY recorded_at DESC LIMIT 1`, name, t, limitSetCause).Scan(&rate)
-	if errors.Is(err, pgx.ErrNoRows) {
-		return 0, false, nil
-	}
-	if err != nil {
-		return 0, false, fmt.Errorf("read configured rate of limiter %s before %s: %w", name, fmtTime(t), err)
-	}
-	return rate, true, nil
 }
 
 func estimateOf(c limiter.Change) float64 {

@@ -14,8 +14,9 @@
 // and reads a bounded amount of data whatever the size of the ledger: the
 // runs list pages by key, counts are capped, items are scanned in windows of
 // Config.Window rows, and the chart samples the history of large runs.
-// Actions write only through the packages that own the tables (queue,
-// enqueue, ledger, limiter).
+// Pages read, and actions write, only through the packages that own the
+// tables (ledger, queue, limiter; enqueue for actions): the console runs no
+// SQL on them.
 package console
 
 import (

@@ -2,7 +2,6 @@ package console
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"net/http"
 	"net/url"
@@ -10,9 +9,9 @@ import (
 	"strings"
 
 	"github.com/google/uuid"
-	"github.com/jackc/pgx/v5"
 
 	"github.com/reconcile/reconcile/internal/ledger"
+	"github.com/reconcile/reconcile/internal/queue"
 	"github.com/reconcile/reconcile/internal/report"
 )
 
@@ -91,32 +90,23 @@ func (f filters) provider() *string {
 	return &f.Provider
 }
 
-func (f filters) states() []string {
+func (f filters) states() []ledger.State {
 	switch f.Outcome {
 	case "missing":
-		return []string{string(ledger.Missing)}
+		return []ledger.State{ledger.Missing}
 	case "unexpected":
-		return []string{string(ledger.Unexpected)}
+		return []ledger.State{ledger.Unexpected}
 	case "all":
-		return []string{string(ledger.Mismatched), string(ledger.Missing), string(ledger.Unexpected)}
+		return []ledger.State{ledger.Mismatched, ledger.Missing, ledger.Unexpected}
 	}
-	return []string{string(ledger.Mismatched)}
-}
-
-// foundItem is a mismatched or missing item of a discrepancy page.
-type foundItem struct {
-	report.Item
-	Differences []ledger.Difference
-	// The provider's record, when it answered one.
-	ProviderAmountMinor int64
-	ProviderCurrency    string
-	ProviderStatus      string
+	return []ledger.State{ledger.Mismatched}
 }
 
 type discrepancyData struct {
 	Run     runRow
 	Filters filters
-	Items   []foundItem
+	// Items are the mismatched or missing items of the page.
+	Items []ledger.Item
 	// Scanned is how many items the page's window read, from after
 	// Filters.After up to ScannedTo.
 	Scanned   int64
@@ -128,78 +118,15 @@ type discrepancyData struct {
 
 // findItems reads the mismatched or missing items f selects among the
 // window items after f.After (all of them when window is 0), at most page
-// (all when 0). It returns the items and the window's size and last id.
-func findItems(ctx context.Context, rd *reader, runID uuid.UUID, f filters, window, page int) ([]foundItem, int64, string, error) {
-	var windowArg, pageArg *int
-	if window > 0 {
-		windowArg = &window
-	}
+// (all when 0).
+func findItems(ctx context.Context, rd *reader, runID uuid.UUID, f filters, window, page int) (ledger.WindowPage, error) {
+	limit := 0
 	if page > 0 {
-		pageArg = new(page + 1)
+		limit = page + 1
 	}
-	rows, err := rd.Query(ctx, `
-		WITH w AS MATERIALIZED (
-		    SELECT transaction_id, account_id, provider, amount_minor, currency, status, state, attempts, throttles,
-		           last_http_status, last_reason, terminal_at, differences,
-		           provider_amount_minor, provider_currency, provider_status
-		      FROM items WHERE run_id = $1 AND transaction_id > $2
-		     ORDER BY transaction_id LIMIT $3),
-		edge AS (SELECT max(transaction_id) AS last, count(*) AS n FROM w)
-		SELECT edge.last, edge.n, h.transaction_id, h.account_id, h.amount_minor, h.currency, h.status, h.state,
-		       h.attempts, h.throttles, h.last_http_status, h.last_reason, h.terminal_at, h.differences,
-		       h.provider_amount_minor, h.provider_currency, h.provider_status
-		  FROM edge LEFT JOIN LATERAL (
-		       SELECT transaction_id, account_id, amount_minor, currency, status, state, attempts, throttles,
-		              last_http_status, coalesce(last_reason, '') AS last_reason, terminal_at,
-		              coalesce(differences::text, '[]') AS differences, coalesce(provider_amount_minor, 0) AS provider_amount_minor,
-		              coalesce(provider_currency, '') AS provider_currency, coalesce(provider_status, '') AS provider_status
-		         FROM w
-		        WHERE state = ANY($4)
-		          AND ($5 = '' OR account_id = $5)
-		          AND ($6::bigint IS NULL OR amount_minor >= $6)
-		          AND ($7::bigint IS NULL OR amount_minor <= $7)
-		          AND ($8 = '' OR differences @> jsonb_build_array(jsonb_build_object('field', $8::text)))
-		          AND ($10::text IS NULL OR provider = $10)
-		        ORDER BY transaction_id LIMIT $9) h ON true`,
-		runID, f.After, windowArg, f.states(), f.Account, f.Min, f.Max, f.Field, pageArg, f.provider())
-	if err != nil {
-		return nil, 0, "", fmt.Errorf("find items of run %s: %w", runID, err)
-	}
-	var (
-		last  *string
-		n     int64
-		items []foundItem
-	)
-	for rows.Next() {
-		var it foundItem
-		var id, account, currency, status, state, reason, diffs *string
-		var amount, provAmount *int64
-		var attempts, throttles *int
-		var provCurrency, provStatus *string
-		if err := rows.Scan(&last, &n, &id, &account, &amount, &currency, &status, &state, &attempts, &throttles,
-			&it.LastHTTPStatus, &reason, &it.CheckedAt, &diffs, &provAmount, &provCurrency, &provStatus); err != nil {
-			rows.Close()
-			return nil, 0, "", fmt.Errorf("find items of run %s: %w", runID, err)
-		}
-		if id == nil {
-			continue // an empty window or no match
-		}
-		it.TransactionID, it.AccountID, it.AmountMinor, it.Currency, it.Status = *id, *account, *amount, *currency, *status
-		it.Outcome, it.Attempts, it.Throttles, it.LastReason = *state, *attempts, *throttles, *reason
-		it.ProviderAmountMinor, it.ProviderCurrency, it.ProviderStatus = *provAmount, *provCurrency, *provStatus
-		if err := json.Unmarshal([]byte(*diffs), &it.Differences); err != nil {
-			it.Differences = nil // not an array: the discrepancies view ignores it too
-		}
-		items = append(items, it)
-	}
-	if err := rows.Err(); err != nil {
-		return nil, 0, "", fmt.Errorf("find items of run %s: %w", runID, err)
-	}
-	lastID := ""
-	if last != nil {
-		lastID = *last
-	}
-	return items, n, lastID, nil
+	return ledger.Window(ctx, rd, ledger.ItemWindow{RunID: runID, After: f.After, Window: window, Limit: limit,
+		States: f.states(), Account: f.Account, MinAmount: f.Min, MaxAmount: f.Max, Field: f.Field,
+		Provider: f.provider()})
 }
 
 // discrepanciesPage shows the mismatched (and, on request, missing) items
@@ -223,7 +150,8 @@ func (h *Handler) discrepanciesPage(w http.ResponseWriter, r *http.Request, u Us
 		if d.Run, err = loadRun(r.Context(), rd, id); err != nil {
 			return err
 		}
-		d.Items, d.Scanned, d.ScannedTo, err = findItems(r.Context(), rd, id, f, h.cfg.Window, h.cfg.PageSize)
+		page, err := findItems(r.Context(), rd, id, f, h.cfg.Window, h.cfg.PageSize)
+		d.Items, d.Scanned, d.ScannedTo = page.Items, page.Scanned, page.Last
 		return err
 	})
 	if err != nil {
@@ -249,33 +177,21 @@ func (h *Handler) exportItems(w http.ResponseWriter, r *http.Request, id uuid.UU
 		if err != nil {
 			return err
 		}
-		items, _, _, err := findItems(r.Context(), rd, id, f, 0, 0)
+		page, err := findItems(r.Context(), rd, id, f, 0, 0)
 		if err != nil {
 			return err
 		}
-		rep = newReport(run)
-		for _, it := range items {
-			if it.Outcome == string(ledger.Unexpected) {
-				rep.Unexpected = append(rep.Unexpected, report.Unexpected{TransactionID: it.TransactionID,
-					ProviderAmountMinor: it.ProviderAmountMinor, ProviderCurrency: it.ProviderCurrency,
-					ProviderStatus: it.ProviderStatus, ListedAt: it.CheckedAt})
+		rep = report.New(run.Summary)
+		for _, it := range page.Items {
+			if it.State == ledger.Unexpected {
+				rep.Unexpected = append(rep.Unexpected, report.UnexpectedOf(it))
 				continue
 			}
-			if it.Outcome == string(ledger.Missing) {
-				rep.Missing = append(rep.Missing, it.Item)
+			if it.State == ledger.Missing {
+				rep.Missing = append(rep.Missing, report.ItemOf(it))
 				continue
 			}
-			for _, df := range it.Differences {
-				if f.Field != "" && df.Field != f.Field {
-					continue
-				}
-				rep.Discrepancies = append(rep.Discrepancies, report.Discrepancy{TransactionID: it.TransactionID,
-					AccountID: it.AccountID, Field: df.Field, Expected: df.Expected, Provider: df.Provider,
-					Attempts: it.Attempts, CheckedAt: it.CheckedAt,
-					AmountMinor: it.AmountMinor, Currency: it.Currency, Status: it.Status,
-					ProviderAmountMinor: it.ProviderAmountMinor, ProviderCurrency: it.ProviderCurrency,
-					ProviderStatus: it.ProviderStatus})
-			}
+			rep.Discrepancies = append(rep.Discrepancies, report.DiscrepanciesOf(it, f.Field)...)
 		}
 		return nil
 	})
@@ -283,18 +199,6 @@ func (h *Handler) exportItems(w http.ResponseWriter, r *http.Request, id uuid.UU
 		return err
 	}
 	return writeReport(w, rep, f.Format, "discrepancies")
-}
-
-// newReport is an empty report of run in report's v1 format.
-func newReport(run runRow) report.Report {
-	return report.Report{Format: report.FormatVersion, Run: report.Run{RunID: run.RunID,
-		ReconciliationID: run.ReconciliationID, BusinessDate: run.BusinessDate, Generation: run.Generation,
-		Trigger: run.Trigger, TriggeredBy: run.TriggeredBy, Source: run.Source, SourceSHA256: run.SourceSHA256,
-		TimeZone: run.TimeZone, Items: int(run.Items), Matched: int(run.Matched), Mismatched: int(run.Mismatched),
-		Missing: int(run.Missing), DeadLettered: int(run.DeadLettered), Unexpected: int(run.Unexpected), Open: int(run.Open),
-		ProviderCalls: run.Calls, Throttles: run.Throttles, CreatedAt: run.CreatedAt, CompletedAt: run.CompletedAt},
-		Discrepancies: []report.Discrepancy{}, Missing: []report.Item{}, DeadLetters: []report.DeadLetter{},
-		Unexpected: []report.Unexpected{}}
 }
 
 // writeReport sends rep as a CSV or JSON download named after its run.
@@ -315,70 +219,77 @@ type deadLetter struct {
 	MessageID int64
 }
 
-// reasonGroup counts the dead letters of one reason.
-type reasonGroup struct {
-	Reason string
-	Count  int64
-}
-
 type deadLetterData struct {
 	Run     runRow
 	Filters filters
-	Groups  []reasonGroup
+	Groups  []queue.ReasonCount
 	Total   capped
 	Letters []deadLetter
 	Next    string
 }
 
-// deadLetterQuery selects the dead letters of run $1 after message $2,
-// filtered by reason $3, account $4, amount range $5..$6 and provider $8
-// (the message's copy of the item's), with the
-// detail of their dead-lettering transition. The reason is the message's
-// (the consumer gives queue and ledger the same word), so the walk along
-// the queue's dead-letter index filters it without a join; the item and its
-// last transition are looked up by key for each row the LIMIT still wants.
-const deadLetterQuery = `
-	SELECT m.message_id, m.transaction_id, i.account_id, i.amount_minor, i.currency, i.status, i.attempts, i.throttles,
-	       coalesce(m.reason, ''), t.http_status,
-	       coalesce(t.details ->> 'detail', t.details ->> 'error', m.last_error, ''), t.at
-	  FROM queue_messages m
-	 CROSS JOIN LATERAL (SELECT account_id, amount_minor, currency, status, attempts, throttles, history_len FROM items
-	                      WHERE run_id = m.run_id AND transaction_id = m.transaction_id) i
-	  LEFT JOIN LATERAL (SELECT http_status, details, at FROM transitions
-	                      WHERE run_id = m.run_id AND transaction_id = m.transaction_id AND seq = i.history_len) t ON true
-	 WHERE m.state = 'dead' AND m.run_id = $1 AND m.message_id > $2
-	   AND ($3 = '' OR coalesce(m.reason, '') = $3)
-	   AND ($4 = '' OR i.account_id = $4)
-	   AND ($5::bigint IS NULL OR i.amount_minor >= $5)
-	   AND ($6::bigint IS NULL OR i.amount_minor <= $6)
-	   AND ($8::text IS NULL OR m.provider = $8)
-	 ORDER BY m.message_id`
+// deadLetterChunk is how many dead letters a page reads from the queue at
+// a time when the ledger's filters (account, amount) may drop some of them.
+const deadLetterChunk = 1000
 
-func scanDeadLetter(row pgx.CollectableRow) (deadLetter, error) {
-	var d deadLetter
-	err := row.Scan(&d.MessageID, &d.TransactionID, &d.AccountID, &d.AmountMinor, &d.Currency, &d.Status, &d.Attempts,
-		&d.Throttles, &d.Reason, &d.HTTPStatus, &d.Detail, &d.DeadLetteredAt)
-	return d, err
-}
-
-func loadDeadLetters(ctx context.Context, rd *reader, runID uuid.UUID, f filters, limit int) ([]deadLetter, error) {
+// loadDeadLetters returns the run's dead letters f selects, after the
+// message f.After, at most limit (all when 0), in message order, each with
+// its item and the transition that dead-lettered it. The queue's dead
+// letters are walked along its dead-letter index, filtered by reason and
+// provider there (the consumer gives queue and ledger the same reason), and
+// their items are read by key and filtered by account and amount; a page
+// whose items the ledger's filters drop reads the next chunk of dead
+// letters until it is full.
+func (h *Handler) loadDeadLetters(ctx context.Context, rd *reader, runID uuid.UUID, f filters, limit int) ([]deadLetter, error) {
 	after, err := messageCursor(f.After)
 	if err != nil {
 		return nil, err
 	}
-	var lim *int
-	if limit > 0 {
-		lim = &limit
+	filtered := f.Account != "" || f.Min != nil || f.Max != nil
+	chunk := limit
+	if filtered || limit == 0 {
+		chunk = max(limit, deadLetterChunk)
 	}
-	rows, err := rd.Query(ctx, deadLetterQuery+` LIMIT $7`, runID, after, f.Reason, f.Account, f.Min, f.Max, lim, f.provider())
-	if err != nil {
-		return nil, fmt.Errorf("read dead letters of run %s: %w", runID, err)
+	var out []deadLetter
+	for {
+		msgs, err := h.cfg.Queue.ListDeadLetters(ctx, rd, queue.DeadLetterPage{RunID: runID, After: after,
+			Reason: f.Reason, Provider: f.provider(), Limit: chunk})
+		if err != nil || len(msgs) == 0 {
+			return out, err
+		}
+		ids := make([]string, len(msgs))
+		for i, m := range msgs {
+			ids[i] = m.TransactionID
+		}
+		items, err := ledger.DeadLetters(ctx, rd, ledger.DeadLetterFilter{RunID: runID, TransactionIDs: ids,
+			Account: f.Account, MinAmount: f.Min, MaxAmount: f.Max})
+		if err != nil {
+			return nil, err
+		}
+		byID := make(map[string]ledger.DeadLetter, len(items))
+		for _, it := range items {
+			byID[it.TransactionID] = it
+		}
+		for _, m := range msgs {
+			it, ok := byID[m.TransactionID]
+			if !ok {
+				continue
+			}
+			dl := deadLetter{DeadLetter: report.DeadLetterOf(it), MessageID: m.ID}
+			dl.Reason = m.Reason
+			if dl.Detail == "" {
+				dl.Detail = m.LastError
+			}
+			out = append(out, dl)
+			if limit > 0 && len(out) == limit {
+				return out, nil
+			}
+		}
+		if len(msgs) < chunk {
+			return out, nil
+		}
+		after = msgs[len(msgs)-1].ID
 	}
-	dls, err := pgx.CollectRows(rows, scanDeadLetter)
-	if err != nil {
-		return nil, fmt.Errorf("read dead letters of run %s: %w", runID, err)
-	}
-	return dls, nil
 }
 
 func messageCursor(s string) (int64, error) {
@@ -392,19 +303,12 @@ func messageCursor(s string) (int64, error) {
 	return n, nil
 }
 
-// loadReasonGroups counts a run's dead letters by reason along the queue's
-// dead-letter index, reading at most limit+1 of them.
-func loadReasonGroups(ctx context.Context, rd *reader, runID uuid.UUID, limit int) ([]reasonGroup, capped, error) {
-	rows, err := rd.Query(ctx, `
-		SELECT coalesce(reason, ''), count(*)
-		  FROM (SELECT reason FROM queue_messages WHERE state = 'dead' AND run_id = $1 LIMIT $2) m
-		 GROUP BY 1 ORDER BY 2 DESC, 1`, runID, limit+1)
+// loadReasonGroups counts a run's dead letters by reason, reading at most
+// limit+1 of them.
+func (h *Handler) loadReasonGroups(ctx context.Context, rd *reader, runID uuid.UUID, limit int) ([]queue.ReasonCount, capped, error) {
+	gs, err := h.cfg.Queue.DeadLetterReasons(ctx, rd, runID, limit)
 	if err != nil {
-		return nil, capped{}, fmt.Errorf("group dead letters of run %s: %w", runID, err)
-	}
-	gs, err := pgx.CollectRows(rows, pgx.RowToStructByPos[reasonGroup])
-	if err != nil {
-		return nil, capped{}, fmt.Errorf("group dead letters of run %s: %w", runID, err)
+		return nil, capped{}, err
 	}
 	var total int64
 	for _, g := range gs {
@@ -432,8 +336,8 @@ func (h *Handler) deadLettersPage(w http.ResponseWriter, r *http.Request, u User
 			if err != nil {
 				return err
 			}
-			dls, err := loadDeadLetters(r.Context(), rd, id, f, 0)
-			rep = newReport(run)
+			dls, err := h.loadDeadLetters(r.Context(), rd, id, f, 0)
+			rep = report.New(run.Summary)
 			for _, d := range dls {
 				rep.DeadLetters = append(rep.DeadLetters, d.DeadLetter)
 			}
@@ -450,10 +354,10 @@ func (h *Handler) deadLettersPage(w http.ResponseWriter, r *http.Request, u User
 		if d.Run, err = loadRun(r.Context(), rd, id); err != nil {
 			return err
 		}
-		if d.Groups, d.Total, err = loadReasonGroups(r.Context(), rd, id, h.cfg.CountCap); err != nil {
+		if d.Groups, d.Total, err = h.loadReasonGroups(r.Context(), rd, id, h.cfg.CountCap); err != nil {
 			return err
 		}
-		d.Letters, err = loadDeadLetters(r.Context(), rd, id, f, h.cfg.PageSize+1)
+		d.Letters, err = h.loadDeadLetters(r.Context(), rd, id, f, h.cfg.PageSize+1)
 		return err
 	})
 	if err != nil {

@@ -15,7 +15,7 @@ type limitsData struct {
 	Limiters []limiterRow
 	// History is a page of the limiters' changes, newest first, of
 	// Limiter's only when it is set.
-	History []historyRow
+	History []limiter.Record
 	Limiter string
 	// Next is the cursor of the history's next page; nil on the last.
 	Next *historyCursor
@@ -88,17 +88,16 @@ func (h *Handler) limitPreview(w http.ResponseWriter, r *http.Request, u User) e
 	name := r.PathValue("name")
 	d := actionData{Action: "limit"}
 	err := h.read(r.Context(), h.cfg.StatementTimeout, func(rd *reader) error {
-		cur, err := limiter.LoadState(r.Context(), rd.tx, name)
+		cur, err := limiter.LoadState(r.Context(), rd, name)
 		if err != nil {
 			return err
 		}
-		rd.stats.queries++
 		s, err := parseLimit(r.URL.Query(), cur.Settings)
 		if err != nil {
 			return err
 		}
-		d.Limiter = &limiterRow{Name: name, Rate: cur.Rate, Burst: cur.Burst, EffectiveRate: cur.EffectiveRate,
-			Throttles: cur.Throttles, SettingsUpdatedAt: cur.SettingsUpdatedAt}
+		l := newLimiterRow(cur)
+		d.Limiter = &l
 		d.Rate, d.Burst = s.Rate, s.Burst
 		d.Hidden = url.Values{"rate": {strconv.FormatFloat(s.Rate, 'f', -1, 64)}, "burst": {strconv.Itoa(s.Burst)}}
 		lasts, err := parseFor(r.URL.Query())

@@ -7,8 +7,8 @@ import (
 	"time"
 
 	"github.com/google/uuid"
-	"github.com/jackc/pgx/v5"
 
+	"github.com/reconcile/reconcile/internal/ledger"
 	"github.com/reconcile/reconcile/internal/outbox"
 )
 
@@ -17,28 +17,11 @@ type queueSplit struct {
 	Available, InFlight, Delayed capped
 }
 
-// accountRow is one account of a run: its progress counters and, once its
-// last item finished, its completion record.
-type accountRow struct {
-	AccountID    string
-	Items        int64
-	Remaining    int64
-	Matched      int64
-	Mismatched   int64
-	Missing      int64
-	DeadLettered int64
-	Calls        int64
-	Throttles    int64
-	Round        *int
-	CompletedAt  *time.Time
-	CompletedBy  *string
-}
-
 type runData struct {
 	Run      runRow
 	Now      time.Time
 	Queue    queueSplit
-	Accounts []accountRow
+	Accounts []ledger.Account
 	// NextAccount is the cursor of the next page of accounts.
 	NextAccount string
 	Limiters    []limiterRow
@@ -72,7 +55,7 @@ func (h *Handler) runPage(w http.ResponseWriter, r *http.Request, u User) error 
 			return err
 		}
 		if d.Run.Open > 0 {
-			if d.Queue, err = loadQueueSplit(r.Context(), rd, id, h.cfg.CountCap); err != nil {
+			if d.Queue, err = h.loadQueueSplit(r.Context(), rd, id, h.cfg.CountCap); err != nil {
 				return err
 			}
 		}
@@ -163,35 +146,23 @@ func estimate(d runData) (time.Duration, string) {
 	return 0, ""
 }
 
-func loadQueueSplit(ctx context.Context, rd *reader, runID uuid.UUID, limit int) (queueSplit, error) {
-	var a, f, dl int64
-	err := rd.QueryRow(ctx, `
-		SELECT count(*) FILTER (WHERE visible_at <= now()),
-		       count(*) FILTER (WHERE visible_at > now() AND lease IS NOT NULL),
-		       count(*) FILTER (WHERE visible_at > now() AND lease IS NULL)
-		  FROM (SELECT visible_at, lease FROM queue_messages
-		         WHERE state = 'ready' AND run_id = $1 LIMIT $2) m`, runID, limit+1).Scan(&a, &f, &dl)
+// loadQueueSplit counts where a run's open messages are, each count capped
+// at limit.
+func (h *Handler) loadQueueSplit(ctx context.Context, rd *reader, runID uuid.UUID, limit int) (queueSplit, error) {
+	s, err := h.cfg.Queue.RunSplit(ctx, rd, runID, limit)
 	if err != nil {
-		return queueSplit{}, fmt.Errorf("count queue of run %s: %w", runID, err)
+		return queueSplit{}, err
 	}
 	c := int64(limit)
-	return queueSplit{Available: capped{a, c}, InFlight: capped{f, c}, Delayed: capped{dl, c}}, nil
+	return queueSplit{Available: capped{s.Available, c}, InFlight: capped{s.InFlight, c}, Delayed: capped{s.Delayed, c}}, nil
 }
 
-func loadAccounts(ctx context.Context, rd *reader, runID uuid.UUID, after string, page int) ([]accountRow, string, error) {
-	rows, err := rd.Query(ctx, `
-		SELECT p.account_id, p.item_count, p.remaining, p.matched, p.mismatched, p.missing, p.dead_lettered,
-		       p.provider_calls, p.throttles, c.round, c.completed_at, c.completed_by
-		  FROM account_progress p
-		  LEFT JOIN account_completions c ON c.run_id = p.run_id AND c.account_id = p.account_id
-		 WHERE p.run_id = $1 AND p.account_id > $2
-		 ORDER BY p.account_id LIMIT $3`, runID, after, page+1)
+// loadAccounts reads a page of a run's accounts after the account id
+// after, and the cursor of the next page (empty on the last).
+func loadAccounts(ctx context.Context, rd *reader, runID uuid.UUID, after string, page int) ([]ledger.Account, string, error) {
+	as, err := ledger.Accounts(ctx, rd, runID, after, page+1)
 	if err != nil {
-		return nil, "", fmt.Errorf("read accounts of run %s: %w", runID, err)
-	}
-	as, err := pgx.CollectRows(rows, pgx.RowToStructByPos[accountRow])
-	if err != nil {
-		return nil, "", fmt.Errorf("read accounts of run %s: %w", runID, err)
+		return nil, "", err
 	}
 	next := ""
 	if len(as) > page {

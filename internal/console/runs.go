@@ -11,52 +11,16 @@ import (
 	"time"
 
 	"github.com/google/uuid"
-	"github.com/jackc/pgx/v5"
 
+	"github.com/reconcile/reconcile/internal/ledger"
 	"github.com/reconcile/reconcile/internal/payments"
 )
 
-// runRow is one run with its totals, read from the completion counters
-// (a fixed number of rows per run, whatever its size).
+// runRow is one run with its totals, as the ledger summarises it from its
+// completion counters (a fixed number of rows per run, whatever its size),
+// with what the pages derive from them.
 type runRow struct {
-	RunID            uuid.UUID
-	ReconciliationID string
-	BusinessDate     string
-	Generation       int
-	Trigger          string
-	TriggeredBy      string
-	Source           string
-	SourceSHA256     string
-	TimeZone         string
-	Items            int64
-	CreatedAt        time.Time
-	CompletedAt      *time.Time
-	Open             int64
-	Matched          int64
-	Mismatched       int64
-	Missing          int64
-	DeadLettered     int64
-	Calls            int64
-	Throttles        int64
-	// Unexpected counts the records the provider listed that the file
-	// lacks (list mode).
-	Unexpected int64
-	// Completion is the run's completion record; nil before the first.
-	Completion *completion
-}
-
-// completion is a row of run_completions or account_completions.
-type completion struct {
-	Round        int
-	Items        int64
-	Matched      int64
-	Mismatched   int64
-	Missing      int64
-	DeadLettered int64
-	Calls        int64
-	Throttles    int64
-	CompletedAt  time.Time
-	CompletedBy  string
+	ledger.Summary
 }
 
 // State is open, complete or empty.
@@ -69,9 +33,6 @@ func (r runRow) State() string {
 	}
 	return "complete"
 }
-
-// Done is the number of items in a terminal state.
-func (r runRow) Done() int64 { return r.Items - r.Open }
 
 // Progress is the share of items done, 0 to 100.
 func (r runRow) Progress() float64 {
@@ -89,55 +50,29 @@ func (r runRow) Duration(now time.Time) time.Duration {
 	return now.Sub(r.CreatedAt)
 }
 
-// runColumns selects a runRow from runs r; the totals come from the run's
-// shard counters and the completion from run_completions c.
-const runColumns = `r.run_id, r.reconciliation_id, r.business_date::text, r.generation, r.trigger, r.triggered_by,
-       r.source, r.source_sha256, r.time_zone, r.item_count, r.created_at, r.completed_at,
-       coalesce(s.open, 0), coalesce(s.matched, 0), coalesce(s.mismatched, 0), coalesce(s.missing, 0),
-       coalesce(s.dead_lettered, 0), coalesce(s.calls, 0), coalesce(s.throttles, 0),
-       c.round, c.items, c.matched, c.mismatched, c.missing, c.dead_lettered, c.provider_calls, c.throttles,
-       c.completed_at, c.completed_by, coalesce(s.unexpected, 0)
-  FROM runs r
-  LEFT JOIN LATERAL (
-        SELECT sum(remaining) AS open, sum(matched) AS matched, sum(mismatched) AS mismatched,
-               sum(missing) AS missing, sum(dead_lettered) AS dead_lettered,
-               sum(provider_calls) AS calls, sum(throttles) AS throttles, sum(unexpected) AS unexpected
-          FROM run_shards WHERE run_id = r.run_id) s ON true
-  LEFT JOIN run_completions c ON c.run_id = r.run_id`
-
-func scanRun(row pgx.Row) (runRow, error) {
-	var r runRow
-	var round *int
-	var c completion
-	var cItems, cMatched, cMismatched, cMissing, cDead, cCalls, cThrottles *int64
-	var cAt *time.Time
-	var cBy *string
-	err := row.Scan(&r.RunID, &r.ReconciliationID, &r.BusinessDate, &r.Generation, &r.Trigger, &r.TriggeredBy,
-		&r.Source, &r.SourceSHA256, &r.TimeZone, &r.Items, &r.CreatedAt, &r.CompletedAt,
-		&r.Open, &r.Matched, &r.Mismatched, &r.Missing, &r.DeadLettered, &r.Calls, &r.Throttles,
-		&round, &cItems, &cMatched, &cMismatched, &cMissing, &cDead, &cCalls, &cThrottles, &cAt, &cBy, &r.Unexpected)
+// loadRuns reads the summaries of the runs f selects.
+func loadRuns(ctx context.Context, rd *reader, f ledger.RunFilter) ([]runRow, error) {
+	ss, err := ledger.Summaries(ctx, rd, f)
 	if err != nil {
-		return r, err
+		return nil, err
 	}
-	if round != nil {
-		c.Round = *round
-		c.Items, c.Matched, c.Mismatched, c.Missing, c.DeadLettered = *cItems, *cMatched, *cMismatched, *cMissing, *cDead
-		c.Calls, c.Throttles, c.CompletedAt, c.CompletedBy = *cCalls, *cThrottles, *cAt, *cBy
-		r.Completion = &c
+	out := make([]runRow, len(ss))
+	for i, s := range ss {
+		out[i] = runRow{s}
 	}
-	return r, nil
+	return out, nil
 }
 
 // loadRun reads one run; a 404 error when it does not exist.
 func loadRun(ctx context.Context, rd *reader, id uuid.UUID) (runRow, error) {
-	r, err := scanRun(rd.QueryRow(ctx, `SELECT `+runColumns+` WHERE r.run_id = $1`, id))
-	if errors.Is(err, pgx.ErrNoRows) {
-		return r, notFound("no run %s", id)
+	s, err := ledger.FindSummary(ctx, rd, ledger.RunFilter{RunID: id})
+	if errors.Is(err, ledger.ErrNotFound) {
+		return runRow{}, notFound("no run %s", id)
 	}
 	if err != nil {
-		return r, fmt.Errorf("read run %s: %w", id, err)
+		return runRow{}, fmt.Errorf("read run %s: %w", id, err)
 	}
-	return r, nil
+	return runRow{s}, nil
 }
 
 // runParam parses the {run} path value.
@@ -149,35 +84,35 @@ func runParam(r *http.Request) (uuid.UUID, error) {
 	return id, nil
 }
 
-// runsCursor is the key of the runs page: runs strictly older than
-// (date, generation), newest first.
-type runsCursor struct {
-	Date       string
-	Generation int
-}
-
-func (c runsCursor) String() string { return c.Date + "." + strconv.Itoa(c.Generation) }
-
-func parseRunsCursor(s string) (*runsCursor, error) {
+// parseRunsCursor reads the key of the runs page: runs strictly older than
+// (date, generation), newest first, written date.generation.
+func parseRunsCursor(s string) (*ledger.RunKey, error) {
 	if s == "" {
 		return nil, nil
 	}
 	d, g, ok := strings.Cut(s, ".")
 	n, err := strconv.Atoi(g)
-	if _, derr := payments.ParseDate(d); !ok || err != nil || derr != nil {
+	date, derr := payments.ParseDate(d)
+	if !ok || err != nil || derr != nil {
 		return nil, badRequest("before=%q: want YYYY-MM-DD.generation", s)
 	}
-	return &runsCursor{Date: d, Generation: n}, nil
+	return &ledger.RunKey{Date: date, Generation: n}, nil
+}
+
+// runsCursor writes the key of the runs page after run.
+func runsCursor(run runRow) string {
+	return run.BusinessDate.String() + "." + strconv.Itoa(run.Generation)
 }
 
 type runsData struct {
 	Runs []runRow
 	// Breakdowns holds each listed run's amounts at stake.
 	Breakdowns map[uuid.UUID]*breakdown
-	Total      capped
-	Now        time.Time
-	// Next is the cursor of the next page; nil on the last.
-	Next *runsCursor
+	// Total counts the runs, up to CountCap.
+	Total capped
+	Now   time.Time
+	// Next is the cursor of the next page; empty on the last.
+	Next string
 	Date string
 }
 
@@ -188,39 +123,22 @@ func (h *Handler) runsPage(w http.ResponseWriter, r *http.Request, u User) error
 	if err != nil {
 		return err
 	}
+	f := ledger.RunFilter{Before: cur, NewestFirst: true, Limit: h.cfg.PageSize + 1}
 	date := q.Get("date")
 	if date != "" {
-		if _, err := payments.ParseDate(date); err != nil {
+		if f.Date, err = payments.ParseDate(date); err != nil {
 			return badRequest("date=%q: want YYYY-MM-DD", date)
 		}
 	}
 	d := runsData{Now: h.cfg.Now(), Date: date}
 	err = h.read(r.Context(), h.cfg.StatementTimeout, func(rd *reader) error {
-		var curDate *string
-		curGen := 0
-		if cur != nil {
-			curDate, curGen = &cur.Date, cur.Generation
-		}
-		var dateArg *string
-		if date != "" {
-			dateArg = &date
-		}
-		rows, err := rd.Query(r.Context(), `SELECT `+runColumns+`
-			 WHERE ($1::date IS NULL OR (r.business_date, r.generation) < ($1::date, $2))
-			   AND ($3::date IS NULL OR r.business_date = $3::date)
-			 ORDER BY r.business_date DESC, r.generation DESC
-			 LIMIT $4`, curDate, curGen, dateArg, h.cfg.PageSize+1)
-		if err != nil {
-			return fmt.Errorf("list runs: %w", err)
-		}
-		d.Runs, err = pgx.CollectRows(rows, func(row pgx.CollectableRow) (runRow, error) { return scanRun(row) })
-		if err != nil {
-			return fmt.Errorf("list runs: %w", err)
+		var err error
+		if d.Runs, err = loadRuns(r.Context(), rd, f); err != nil {
+			return err
 		}
 		if len(d.Runs) > h.cfg.PageSize {
-			last := d.Runs[h.cfg.PageSize-1]
 			d.Runs = d.Runs[:h.cfg.PageSize]
-			d.Next = &runsCursor{Date: last.BusinessDate, Generation: last.Generation}
+			d.Next = runsCursor(d.Runs[h.cfg.PageSize-1])
 		}
 		ids := make([]uuid.UUID, len(d.Runs))
 		for i, run := range d.Runs {
@@ -229,7 +147,8 @@ func (h *Handler) runsPage(w http.ResponseWriter, r *http.Request, u User) error
 		if d.Breakdowns, err = loadBreakdowns(r.Context(), rd, ids); err != nil {
 			return err
 		}
-		d.Total, err = countCapped(r.Context(), rd, `SELECT 1 FROM runs`, h.cfg.CountCap)
+		n, err := ledger.CountRuns(r.Context(), rd, h.cfg.CountCap)
+		d.Total = capped{N: n, Cap: int64(h.cfg.CountCap)}
 		return err
 	})
 	if err != nil {
@@ -237,17 +156,6 @@ func (h *Handler) runsPage(w http.ResponseWriter, r *http.Request, u User) error
 	}
 	h.render(w, r, http.StatusOK, "runs", view{Title: "Runs", User: &u, Data: d})
 	return nil
-}
-
-// countCapped counts the rows of query, stopping one past limit.
-func countCapped(ctx context.Context, rd *reader, query string, limit int, args ...any) (capped, error) {
-	var n int64
-	args = append(args, limit+1)
-	err := rd.QueryRow(ctx, fmt.Sprintf(`SELECT count(*) FROM (%s LIMIT $%d) q`, query, len(args)), args...).Scan(&n)
-	if err != nil {
-		return capped{}, fmt.Errorf("count: %w", err)
-	}
-	return capped{N: n, Cap: int64(limit)}, nil
 }
 
 // queryString builds "?k=v&..." from pairs, leaving out empty values.

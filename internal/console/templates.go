@@ -34,7 +34,6 @@ var templateFuncs = template.FuncMap{
 	"add":      func(a, b int) int { return a + b },
 	"contains": strings.Contains,
 	"sub":      func(a, b int) int { return a - b },
-	"deref":    func(p *int) int { return *p },
 	"int64":    int64Str,
 }
 

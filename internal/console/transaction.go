@@ -2,53 +2,20 @@ package console
 
 import (
 	"errors"
-	"fmt"
 	"net/http"
 	"strings"
-	"time"
 
 	"github.com/google/uuid"
-	"github.com/jackc/pgx/v5"
 
 	"github.com/reconcile/reconcile/internal/audit"
 	"github.com/reconcile/reconcile/internal/ledger"
 )
 
-// itemRecord is one item with its expected record and the provider's values.
-type itemRecord struct {
-	TransactionID  string
-	AccountID      string
-	IdempotencyKey string
-	AmountMinor    int64
-	Currency       string
-	Status         string
-	OccurredAt     time.Time
-	State          string
-	Attempts       int
-	Throttles      int
-	ProvAmount     *int64
-	ProvCurrency   *string
-	ProvStatus     *string
-	Differences    string
-	LastHTTPStatus *int
-	LastReason     *string
-	FirstAttemptAt *time.Time
-	UpdatedAt      time.Time
-	TerminalAt     *time.Time
-}
-
-// otherRun is another run that holds the same transaction id.
-type otherRun struct {
-	RunID            uuid.UUID
-	ReconciliationID string
-	State            string
-}
-
 type transactionData struct {
 	Run    runRow
-	Item   itemRecord
+	Item   ledger.Item
 	Chain  audit.ItemChain
-	Others []otherRun
+	Others []ledger.TransactionRun
 	// Redrivable is true for a dead letter an operator may redrive.
 	Redrivable bool
 	MessageID  int64
@@ -69,41 +36,23 @@ func (h *Handler) transactionPage(w http.ResponseWriter, r *http.Request, u User
 		if d.Run, err = loadRun(r.Context(), rd, id); err != nil {
 			return err
 		}
-		it := &d.Item
-		err = rd.QueryRow(r.Context(), `
-			SELECT transaction_id, account_id, idempotency_key, amount_minor, currency, status, occurred_at, state,
-			       attempts, throttles, provider_amount_minor, provider_currency, provider_status,
-			       coalesce(differences::text, ''), last_http_status, last_reason, first_attempt_at, updated_at, terminal_at
-			  FROM items WHERE run_id = $1 AND transaction_id = $2`, id, txID).
-			Scan(&it.TransactionID, &it.AccountID, &it.IdempotencyKey, &it.AmountMinor, &it.Currency, &it.Status,
-				&it.OccurredAt, &it.State, &it.Attempts, &it.Throttles, &it.ProvAmount, &it.ProvCurrency, &it.ProvStatus,
-				&it.Differences, &it.LastHTTPStatus, &it.LastReason, &it.FirstAttemptAt, &it.UpdatedAt, &it.TerminalAt)
-		if errors.Is(err, pgx.ErrNoRows) {
+		d.Item, err = ledger.FindItem(r.Context(), rd, id, txID)
+		if errors.Is(err, ledger.ErrNotFound) {
 			return notFound("run %s has no transaction %q", d.Run.ReconciliationID, txID)
 		}
 		if err != nil {
-			return fmt.Errorf("read item %q: %w", txID, err)
+			return err
 		}
 		// VerifyItem's two queries run in the page's transaction.
 		if d.Chain, err = audit.VerifyItem(r.Context(), rd, id, txID); err != nil {
 			return err
 		}
-		if it.State == string(ledger.DeadLettered) {
-			err := rd.QueryRow(r.Context(), `SELECT message_id FROM queue_messages
-				WHERE state = 'dead' AND run_id = $1 AND transaction_id = $2`, id, txID).Scan(&d.MessageID)
-			d.Redrivable = err == nil
-			if err != nil && !errors.Is(err, pgx.ErrNoRows) {
-				return fmt.Errorf("read message of %q: %w", txID, err)
+		if d.Item.State == ledger.DeadLettered {
+			if d.MessageID, d.Redrivable, err = h.cfg.Queue.DeadLetterOf(r.Context(), rd, id, txID); err != nil {
+				return err
 			}
 		}
-		rows, err := rd.Query(r.Context(), `
-			SELECT r.run_id, r.reconciliation_id, i.state FROM items i JOIN runs r USING (run_id)
-			 WHERE i.transaction_id = $1 AND i.run_id <> $2
-			 ORDER BY r.business_date DESC, r.generation DESC LIMIT 20`, txID, id)
-		if err != nil {
-			return fmt.Errorf("read other runs of %q: %w", txID, err)
-		}
-		d.Others, err = pgx.CollectRows(rows, pgx.RowToStructByPos[otherRun])
+		d.Others, err = ledger.RunsOfTransaction(r.Context(), rd, txID, id, 20)
 		return err
 	})
 	if err != nil {
@@ -120,15 +69,10 @@ func (h *Handler) transactionSearch(w http.ResponseWriter, r *http.Request, u Us
 	if txID == "" {
 		return badRequest("give a transaction id")
 	}
-	var found []otherRun
+	var found []ledger.TransactionRun
 	err := h.read(r.Context(), h.cfg.StatementTimeout, func(rd *reader) error {
-		rows, err := rd.Query(r.Context(), `
-			SELECT r.run_id, r.reconciliation_id, i.state FROM items i JOIN runs r USING (run_id)
-			 WHERE i.transaction_id = $1 ORDER BY r.business_date DESC, r.generation DESC LIMIT 1`, txID)
-		if err != nil {
-			return fmt.Errorf("find transaction %q: %w", txID, err)
-		}
-		found, err = pgx.CollectRows(rows, pgx.RowToStructByPos[otherRun])
+		var err error
+		found, err = ledger.RunsOfTransaction(r.Context(), rd, txID, uuid.Nil, 1)
 		return err
 	})
 	if err != nil {

@@ -252,12 +252,9 @@ func (e *Enqueuer) create(ctx context.Context, req Request, next bool) (Result, 
 			return err
 		}
 		// The run is new, so its keys cannot be known: no duplicate check.
-		// No ORDER BY either: sorting a large run costs more than the
-		// publish saves, and messages are claimed in whatever order the
-		// items come back, usually the source's.
-		published, err := e.cfg.Queue.PublishNewQuery(ctx, tx,
-			`SELECT run_id, $2::text, transaction_id, idempotency_key, 0, provider FROM items WHERE run_id = $1`,
-			res.RunID, res.ReconciliationID)
+		// Messages are claimed in whatever order the items come back,
+		// usually the source's.
+		published, err := e.cfg.Queue.PublishNewQuery(ctx, tx, ledger.RunMessagesQuery, res.RunID, res.ReconciliationID)
 		if err != nil {
 			return fmt.Errorf("publish messages of run %s: %w", res.ReconciliationID, err)
 		}

@@ -43,7 +43,7 @@ type Withdrawal struct {
 func CancelRun(ctx context.Context, tx DB, runID uuid.UUID, note, actor string, at time.Time) (Withdrawal, error) {
 	b := &pgx.Batch{}
 	b.Queue(`SELECT 1 FROM account_progress WHERE run_id = $1 ORDER BY account_id FOR UPDATE`, runID)
-	b.Queue(`SELECT 1 FROM run_shards WHERE run_id = $1 ORDER BY shard FOR UPDATE`, runID)
+	b.Queue(`SELECT 1 FROM run_shards WHERE run_id = $1 ORDER BY shard, provider FOR UPDATE`, runID)
 	if err := tx.SendBatch(ctx, b).Close(); err != nil {
 		return Withdrawal{}, fmt.Errorf("lock counters of run %s: %w", runID, err)
 	}

@@ -123,8 +123,9 @@ func sendCompletions(ctx context.Context, tx DB, b *pgx.Batch, accounts int, run
 	return rounds, nil
 }
 
-// lockRun is taken only by transactions that emptied a shard of the run, so
-// at most one per shard ever waits on it. FOR NO KEY UPDATE, not FOR
+// lockRun is taken only by transactions that emptied a shard counter row of
+// the run (one per shard and provider), so at most one per row ever waits
+// on it. FOR NO KEY UPDATE, not FOR
 // UPDATE: account completions hold a KEY SHARE lock on the run row through
 // their foreign key, and FOR UPDATE would deadlock against them.
 const lockRun = `SELECT 1 FROM runs WHERE run_id = $1 FOR NO KEY UPDATE`

@@ -27,7 +27,7 @@ func SetDeadlines(ctx context.Context, db DB, after time.Duration) (int64, error
 
 // OverdueRuns returns the open runs whose deadline has passed at now (zero:
 // the database clock), oldest deadline first.
-func OverdueRuns(ctx context.Context, db DB, now time.Time) ([]uuid.UUID, error) {
+func OverdueRuns(ctx context.Context, db Querier, now time.Time) ([]uuid.UUID, error) {
 	rows, err := db.Query(ctx, `
 		SELECT run_id FROM runs
 		 WHERE completed_at IS NULL AND deadline_at <= coalesce($1::timestamptz, now())
@@ -71,7 +71,7 @@ type RunClock struct {
 // RunClocks returns the times of the open runs and of those completed at
 // or after since, by reconciliation id (a scan of runs: one row per date
 // and generation).
-func RunClocks(ctx context.Context, db DB, since time.Time) ([]RunClock, error) {
+func RunClocks(ctx context.Context, db Querier, since time.Time) ([]RunClock, error) {
 	rows, err := db.Query(ctx, `
 		SELECT reconciliation_id, created_at, deadline_at, completed_at
 		  FROM runs
@@ -101,7 +101,7 @@ func RunClocks(ctx context.Context, db DB, since time.Time) ([]RunClock, error) 
 
 // Deadlines returns the deadlines of those of the runs that have one
 // (runs' primary key).
-func Deadlines(ctx context.Context, db DB, runIDs []uuid.UUID) (map[uuid.UUID]time.Time, error) {
+func Deadlines(ctx context.Context, db Querier, runIDs []uuid.UUID) (map[uuid.UUID]time.Time, error) {
 	out := map[uuid.UUID]time.Time{}
 	if len(runIDs) == 0 {
 		return out, nil

@@ -69,6 +69,15 @@ func InsertItems(ctx context.Context, tx DB, runID uuid.UUID, next func() (NewIt
 	return int(n), nil
 }
 
+// RunMessagesQuery selects the queue messages of a run's items for
+// queue.PublishNewQuery, in the columns it wants (run_id, reconciliation_id,
+// transaction_id, idempotency_key, attempt, provider), for the run $1 named
+// $2: an enqueuer that has just inserted a run's items publishes their
+// messages without sending them again. It reads the run's range of the
+// primary key (run_id, transaction_id), in no particular order: sorting a
+// large run costs more than the publish saves.
+const RunMessagesQuery = `SELECT run_id, $2::text, transaction_id, idempotency_key, 0, provider FROM items WHERE run_id = $1`
+
 // itemSource adapts next to pgx.CopyFromSource, one row at a time.
 type itemSource struct {
 	run  uuid.UUID
@@ -100,106 +109,31 @@ func (s *itemSource) Values() ([]any, error) {
 func (s *itemSource) Err() error { return s.err }
 
 // InitCounters creates the completion bookkeeping of a run whose items have
-// just been inserted: one row per account, per shard, and per shard,
-// provider and currency (run_breakdown).
+// just been inserted: one row per account, per shard and provider
+// (run_shards; a shard without items gets one row of the default provider),
+// and per shard, provider and currency (run_breakdown).
 func InitCounters(ctx context.Context, tx DB, runID uuid.UUID) error {
 	// One scan of the run's items counts the three groupings; g.set tells
-	// them apart (GROUPING's bit is 1 for a column left out).
+	// them apart (GROUPING's bit is 1 for a column left out: account_id 8,
+	// shard 4, provider 2, currency 1).
 	_, err := tx.Exec(ctx, `
 		WITH g AS (
 		    SELECT GROUPING(account_id, shard, provider, currency) AS set, account_id, shard, provider, currency,
 		           count(*) AS n
 		      FROM items WHERE run_id = $1
-		     GROUP BY GROUPING SETS ((account_id), (shard), (shard, provider, currency))),
+		     GROUP BY GROUPING SETS ((account_id), (shard, provider), (shard, provider, currency))),
 		accounts AS (
 		    INSERT INTO account_progress (run_id, account_id, item_count, remaining)
 		    SELECT $1, account_id, n, n FROM g WHERE set = 7),
 		breakdown AS (
 		    INSERT INTO run_breakdown (run_id, shard, provider, currency, item_count)
 		    SELECT $1, shard, provider, currency, n FROM g WHERE set = 8)
-		INSERT INTO run_shards (run_id, shard, remaining)
-		SELECT $1, s, coalesce(g.n, 0)
+		INSERT INTO run_shards (run_id, shard, provider, remaining)
+		SELECT $1, s, coalesce(g.provider, ''), coalesce(g.n, 0)
 		  FROM generate_series(0, $2 - 1) s
-		  LEFT JOIN g ON g.shard = s AND g.set = 11`, runID, Shards)
+		  LEFT JOIN g ON g.shard = s AND g.set = 9`, runID, Shards)
 	if err != nil {
 		return fmt.Errorf("initialise completion counters of run %s: %w", runID, err)
 	}
 	return nil
-}
-
-// Item is an item as the consumer needs it: the expected record and where
-// the item stands.
-type Item struct {
-	RunID         uuid.UUID
-	TransactionID string
-	AccountID     string
-	AmountMinor   int64
-	Currency      string
-	Status        string
-	// Kind is what the row is as its source states it (payment, refund,
-	// dispute); empty: not stated.
-	Kind           string
-	State          State
-	Attempts       int
-	Throttles      int
-	FirstAttemptAt time.Time // zero before the first call
-	// RunItems is the number of items of the item's run that its
-	// provider answers for (run_breakdown; the run's item count for a run
-	// without one).
-	RunItems int
-}
-
-// Key names one item.
-type Key struct {
-	RunID         uuid.UUID
-	TransactionID string
-}
-
-// Items loads the given items in one query. Items that do not exist are
-// absent from the result.
-func Items(ctx context.Context, db DB, keys []Key) (map[Key]Item, error) {
-	runs := make([]uuid.UUID, len(keys))
-	ids := make([]string, len(keys))
-	for i, k := range keys {
-		runs[i], ids[i] = k.RunID, k.TransactionID
-	}
-	rows, err := db.Query(ctx, `
-		WITH i AS (
-		    SELECT i.run_id, i.transaction_id, i.account_id, i.amount_minor, i.currency, i.status, i.kind, i.state,
-		           i.attempts, i.throttles, i.first_attempt_at, i.provider
-		      FROM unnest($1::uuid[], $2::text[]) AS k(run_id, transaction_id)
-		      JOIN items i USING (run_id, transaction_id)),
-		n AS (
-		    SELECT b.run_id, b.provider, sum(b.item_count)::integer AS n
-		      FROM run_breakdown b
-		     WHERE (b.run_id, b.provider) IN (SELECT DISTINCT run_id, provider FROM i)
-		     GROUP BY b.run_id, b.provider)
-		SELECT i.run_id, i.transaction_id, i.account_id, i.amount_minor, i.currency, i.status, i.kind, i.state,
-		       i.attempts, i.throttles, i.first_attempt_at, coalesce(n.n, r.item_count)
-		  FROM i
-		  JOIN runs r USING (run_id)
-		  LEFT JOIN n USING (run_id, provider)`, runs, ids)
-	if err != nil {
-		return nil, fmt.Errorf("load %d items: %w", len(keys), err)
-	}
-	defer rows.Close()
-	out := make(map[Key]Item, len(keys))
-	for rows.Next() {
-		var it Item
-		var state string
-		var first *time.Time
-		if err := rows.Scan(&it.RunID, &it.TransactionID, &it.AccountID, &it.AmountMinor, &it.Currency, &it.Status, &it.Kind,
-			&state, &it.Attempts, &it.Throttles, &first, &it.RunItems); err != nil {
-			return nil, fmt.Errorf("load items: %w", err)
-		}
-		it.State = State(state)
-		if first != nil {
-			it.FirstAttemptAt = *first
-		}
-		out[Key{it.RunID, it.TransactionID}] = it
-	}
-	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("load items: %w", err)
-	}
-	return out, nil
 }

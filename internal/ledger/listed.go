@@ -121,9 +121,9 @@ func RecordUnexpected(ctx context.Context, tx DB, runID uuid.UUID, provider, act
 		    RETURNING transaction_id),
 		grown AS (UPDATE runs SET item_count = item_count + (SELECT count(*) FROM new) WHERE run_id = @run_id),
 		counted AS (
-		    INSERT INTO run_shards AS s (run_id, shard, remaining, unexpected)
-		    SELECT @run_id, @shard, 0, count(*) FROM new HAVING count(*) > 0
-		    ON CONFLICT (run_id, shard) DO UPDATE SET unexpected = s.unexpected + excluded.unexpected)
+		    INSERT INTO run_shards AS s (run_id, shard, provider, remaining, unexpected)
+		    SELECT @run_id, @shard, @provider, 0, count(*) FROM new HAVING count(*) > 0
+		    ON CONFLICT (run_id, shard, provider) DO UPDATE SET unexpected = s.unexpected + excluded.unexpected)
 		SELECT count(*) FROM new`, args).Scan(&n)
 	if err != nil {
 		return 0, fmt.Errorf("record the unexpected records of run %s: %w", runID, err)

@@ -306,10 +306,10 @@ const (
 
 	lockShards = `
 		SELECT 1 FROM run_shards rs
-		  JOIN (SELECT DISTINCT i.run_id, i.shard
+		  JOIN (SELECT DISTINCT i.run_id, i.shard, i.provider
 		          FROM unnest($1::uuid[], $2::text[]) AS k(run_id, transaction_id)
-		          JOIN items i USING (run_id, transaction_id)) k USING (run_id, shard)
-		 ORDER BY rs.run_id, rs.shard
+		          JOIN items i USING (run_id, transaction_id)) k USING (run_id, shard, provider)
+		 ORDER BY rs.run_id, rs.shard, rs.provider
 		   FOR UPDATE OF rs`
 
 	// insertTransitions inserts one transition row per change. The chain
@@ -345,7 +345,7 @@ var (
 func changeItemsSQL(unmatchedRows bool) string {
 	breakdown, returning := "", ""
 	if unmatchedRows {
-		returning = ", i.provider, i.currency, i.amount_minor"
+		returning = ", i.currency, i.amount_minor"
 		breakdown = `,
 		breakdown AS (
 		    UPDATE run_breakdown p SET
@@ -387,7 +387,7 @@ func changeItemsSQL(unmatchedRows bool) string {
 		        terminal_at = CASE WHEN c.to_state IN ` + sqlList(TerminalStates()) + ` THEN c.at END
 		      FROM c
 		     WHERE i.run_id = c.run_id AND i.transaction_id = c.transaction_id AND i.state = c.from_state
-		    RETURNING i.run_id, i.transaction_id, i.account_id, i.shard, i.state, i.attempts, i.throttles` + returning + `),
+		    RETURNING i.run_id, i.transaction_id, i.account_id, i.shard, i.provider, i.state, i.attempts, i.throttles` + returning + `),
 		closed AS (SELECT * FROM changed WHERE state IN ` + sqlList(TerminalStates()) + `),
 		accounts AS (
 		    UPDATE account_progress p SET ` + addTotals() + `
@@ -396,8 +396,8 @@ func changeItemsSQL(unmatchedRows bool) string {
 		    RETURNING p.run_id, p.account_id, p.remaining),
 		shards AS (
 		    UPDATE run_shards p SET ` + addTotals() + `
-		      FROM (SELECT run_id, shard, ` + closedTotals() + ` FROM closed GROUP BY run_id, shard) f
-		     WHERE p.run_id = f.run_id AND p.shard = f.shard
+		      FROM (SELECT run_id, shard, provider, ` + closedTotals() + ` FROM closed GROUP BY run_id, shard, provider) f
+		     WHERE p.run_id = f.run_id AND p.shard = f.shard AND p.provider = f.provider
 		    RETURNING p.run_id, p.remaining)` + breakdown + `
 		SELECT 'item', run_id, transaction_id, account_id FROM changed
 		UNION ALL

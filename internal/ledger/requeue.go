@@ -63,9 +63,10 @@ func Requeue(ctx context.Context, tx DB, runID uuid.UUID, transactionIDs []strin
 	                   FROM unnest($2::text[], $3::int[], $4::int[]) AS u(g, calls, throttles) GROUP BY g) r
 	          WHERE p.run_id = $1 AND p.account_id = r.g`, runID, accounts, attempts, throttles)
 	b.Queue(`UPDATE run_shards p SET `+reopen+`
-	           FROM (SELECT g, count(*) AS n, sum(calls) AS calls, sum(throttles) AS throttles
-	                   FROM unnest($2::smallint[], $3::int[], $4::int[]) AS u(g, calls, throttles) GROUP BY g) r
-	          WHERE p.run_id = $1 AND p.shard = r.g`, runID, shards, attempts, throttles)
+	           FROM (SELECT g, pr, count(*) AS n, sum(calls) AS calls, sum(throttles) AS throttles
+	                   FROM unnest($2::smallint[], $3::text[], $4::int[], $5::int[]) AS u(g, pr, calls, throttles)
+	                  GROUP BY g, pr) r
+	          WHERE p.run_id = $1 AND p.shard = r.g AND p.provider = r.pr`, runID, shards, providers, attempts, throttles)
 	b.Queue(`UPDATE run_breakdown p SET dead_lettered = p.dead_lettered - r.n, dead_lettered_minor = p.dead_lettered_minor - r.amount
 	           FROM (SELECT s, pr, cu, count(*) AS n, sum(amount) AS amount
 	                   FROM unnest($2::smallint[], $3::text[], $4::text[], $5::bigint[]) AS u(s, pr, cu, amount)

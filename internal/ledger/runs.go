@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strconv"
 	"time"
 
 	"github.com/google/uuid"
@@ -89,8 +90,8 @@ func scanRun(row pgx.Row) (Run, error) {
 }
 
 // LatestGeneration returns the highest generation of the date's runs, 0
-// when it has none.
-func LatestGeneration(ctx context.Context, db DB, d payments.Date) (int, error) {
+// when it has none, from the (business_date, generation) key.
+func LatestGeneration(ctx context.Context, db Querier, d payments.Date) (int, error) {
 	var latest int
 	if err := db.QueryRow(ctx, `SELECT coalesce(max(generation), 0) FROM runs WHERE business_date = $1`,
 		d.String()).Scan(&latest); err != nil {
@@ -99,8 +100,9 @@ func LatestGeneration(ctx context.Context, db DB, d payments.Date) (int, error) 
 	return latest, nil
 }
 
-// FindRun returns the run of the date and generation, or ErrNotFound.
-func FindRun(ctx context.Context, db DB, d payments.Date, generation int) (Run, error) {
+// FindRun returns the run of the date and generation, or ErrNotFound, by
+// the (business_date, generation) key.
+func FindRun(ctx context.Context, db Querier, d payments.Date, generation int) (Run, error) {
 	r, err := scanRun(db.QueryRow(ctx, `SELECT `+runColumns+` FROM runs
 		WHERE business_date = $1 AND generation = $2`, d.String(), generation))
 	if errors.Is(err, pgx.ErrNoRows) {
@@ -139,8 +141,8 @@ func LockRun(ctx context.Context, tx DB, d payments.Date, generation int) (Run, 
 }
 
 // OpenRuns counts the runs that are not complete: those with an item in an
-// open state.
-func OpenRuns(ctx context.Context, db DB) (int, error) {
+// open state. It reads runs whole (a row a day).
+func OpenRuns(ctx context.Context, db Querier) (int, error) {
 	var open int
 	if err := db.QueryRow(ctx, `SELECT count(*) FROM runs WHERE completed_at IS NULL`).Scan(&open); err != nil {
 		return 0, fmt.Errorf("count open runs: %w", err)
@@ -148,34 +150,42 @@ func OpenRuns(ctx context.Context, db DB) (int, error) {
 	return open, nil
 }
 
-// Completion is the completion record of a run: its totals when its last
-// item ended.
+// Completion is the first completion record of a run: its totals when its
+// last item ended (a later completion, after a redrive, only counts its
+// Round here).
 type Completion struct {
+	RunID            uuid.UUID
 	ReconciliationID string
-	Items            int
-	Matched          int
-	Mismatched       int
-	Missing          int
-	DeadLettered     int
-	ProviderCalls    int64
-	Throttles        int64
-	// Took is the time from the run's creation to its completion.
-	Took time.Duration
-	// RunID identifies the run.
-	RunID uuid.UUID
-	// CompletedAt is when the completion was recorded.
-	CompletedAt time.Time
+	// Round counts the run's completions so far, 1 for the first.
+	Round        int
+	Items        int
+	Matched      int
+	Mismatched   int
+	Missing      int
+	DeadLettered int
+	Cancelled    int
 	// Unexpected counts the records the provider listed that the file
 	// lacks (list mode); Items includes them.
 	Unexpected int
+	// ProviderCalls counts the provider calls made for the run's items,
+	// Throttles those answered 429.
+	ProviderCalls int64
+	Throttles     int64
+	// CompletedAt is when the completion was recorded, and CompletedBy by
+	// which consumer (or operator).
+	CompletedAt time.Time
+	CompletedBy string
+	// Took is the time from the run's creation to its completion.
+	Took time.Duration
 }
 
 // Completions returns the completion records of every completed run, by
-// business date and generation.
-func Completions(ctx context.Context, db DB) ([]Completion, error) {
+// business date and generation: run_completions joined to runs by primary
+// key.
+func Completions(ctx context.Context, db Querier) ([]Completion, error) {
 	rows, err := db.Query(ctx, `
-		SELECT r.reconciliation_id, c.items, c.matched, c.mismatched, c.missing, c.dead_lettered,
-		       c.provider_calls, c.throttles, c.completed_at - r.created_at, r.run_id, c.completed_at, c.unexpected
+		SELECT r.run_id, r.reconciliation_id, c.round, c.items, `+perTerminal(`c.%s`, `, `)+`,
+		       c.provider_calls, c.throttles, c.completed_at, c.completed_by, c.completed_at - r.created_at
 		  FROM runs r JOIN run_completions c USING (run_id)
 		 ORDER BY r.business_date, r.generation`)
 	if err != nil {
@@ -199,7 +209,7 @@ type Progress struct {
 // RunProgress counts the items of the runs that are open or completed at or
 // after since. It reads the completion counters (run_shards), not the
 // items, so it stays cheap on runs of millions of items.
-func RunProgress(ctx context.Context, db DB, since time.Time) (Progress, error) {
+func RunProgress(ctx context.Context, db Querier, since time.Time) (Progress, error) {
 	var p Progress
 	err := db.QueryRow(ctx, `
 		SELECT coalesce(sum(r.item_count), 0)::bigint,
@@ -211,4 +221,82 @@ func RunProgress(ctx context.Context, db DB, since time.Time) (Progress, error) 
 		return Progress{}, fmt.Errorf("count progress of open runs: %w", err)
 	}
 	return p, nil
+}
+
+// ResolveRun returns the id of the run named by name: its run id, or its
+// reconciliation id such as nightly-2026-10-24 (the unique key on
+// reconciliation_id, or the primary key), or ErrNotFound.
+func ResolveRun(ctx context.Context, db Querier, name string) (uuid.UUID, error) {
+	var id uuid.UUID
+	q := `SELECT run_id FROM runs WHERE reconciliation_id = $1`
+	if parsed, err := uuid.Parse(name); err == nil {
+		q = `SELECT run_id FROM runs WHERE run_id = $2 OR reconciliation_id = $1`
+		err = db.QueryRow(ctx, q, name, parsed).Scan(&id)
+		return id, resolveErr(name, err)
+	}
+	err := db.QueryRow(ctx, q, name).Scan(&id)
+	return id, resolveErr(name, err)
+}
+
+func resolveErr(name string, err error) error {
+	if errors.Is(err, pgx.ErrNoRows) {
+		return fmt.Errorf("find run %q: %w", name, ErrNotFound)
+	}
+	if err != nil {
+		return fmt.Errorf("find run %q: %w", name, err)
+	}
+	return nil
+}
+
+// RunsCompletedBefore returns the runs completed (and not reopened) before
+// before. It reads runs whole: a row a day.
+func RunsCompletedBefore(ctx context.Context, db Querier, before time.Time) ([]uuid.UUID, error) {
+	rows, err := db.Query(ctx, `SELECT run_id FROM runs WHERE completed_at < $1 ORDER BY run_id`, before)
+	if err != nil {
+		return nil, fmt.Errorf("find runs completed before %s: %w", before.Format(time.RFC3339), err)
+	}
+	ids, err := pgx.CollectRows(rows, pgx.RowTo[uuid.UUID])
+	if err != nil {
+		return nil, fmt.Errorf("find runs completed before %s: %w", before.Format(time.RFC3339), err)
+	}
+	return ids, nil
+}
+
+// DatesWithRuns reports which of dates have a run, by the (business_date,
+// generation) key.
+func DatesWithRuns(ctx context.Context, db Querier, dates []payments.Date) (map[payments.Date]bool, error) {
+	texts := make([]string, len(dates))
+	for i, d := range dates {
+		texts[i] = d.String()
+	}
+	rows, err := db.Query(ctx, `
+		SELECT d::text FROM unnest($1::date[]) d
+		 WHERE EXISTS (SELECT FROM runs WHERE business_date = d)`, texts)
+	if err != nil {
+		return nil, fmt.Errorf("find the runs of %d dates: %w", len(dates), err)
+	}
+	found, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		return nil, fmt.Errorf("find the runs of %d dates: %w", len(dates), err)
+	}
+	out := make(map[payments.Date]bool, len(found))
+	for _, s := range found {
+		d, err := payments.ParseDate(s)
+		if err != nil {
+			return nil, err
+		}
+		out[d] = true
+	}
+	return out, nil
+}
+
+// CountRuns counts the runs, stopping at limit+1 so a page can show
+// "limit+" without reading every run (the primary key, to at most limit+1
+// entries). The limit is a literal, so the statement keeps its plan.
+func CountRuns(ctx context.Context, db Querier, limit int) (int64, error) {
+	var n int64
+	if err := db.QueryRow(ctx, `SELECT count(*) FROM (SELECT 1 FROM runs LIMIT `+strconv.Itoa(limit+1)+`) r`).Scan(&n); err != nil {
+		return 0, fmt.Errorf("count runs: %w", err)
+	}
+	return n, nil
 }

@@ -160,7 +160,8 @@ func TestOpenRunsAndCompletions(t *testing.T) {
 		t.Errorf("completion without its run or time: %+v", got)
 	}
 	got.Took, got.RunID, got.CompletedAt = 0, uuid.UUID{}, time.Time{}
-	if want := (ledger.Completion{ReconciliationID: "nightly-" + d.String(), Items: 1, Missing: 1, ProviderCalls: 1}); got != want {
+	if want := (ledger.Completion{ReconciliationID: "nightly-" + d.String(), Round: 1, Items: 1, Missing: 1, ProviderCalls: 1,
+		CompletedBy: "test"}); got != want {
 		t.Errorf("Completions = %+v, want %+v", got, want)
 	}
 }

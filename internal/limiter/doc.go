@@ -21,4 +21,7 @@
 // write a penalty. The logic is therefore tested without sleeping; the test
 // files hold a plain token bucket and AIMD rate that the row's statements are
 // checked against.
+//
+// The package owns its tables, rate_limiters and rate_limiter_history: the
+// reads for people (status, the console, `limit show`) are in read.go.
 package limiter

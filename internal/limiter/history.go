@@ -61,8 +61,9 @@ type Change struct {
 }
 
 // LoadHistory returns the last n changes of limiter name recorded before
-// until, oldest first.
-func LoadHistory(ctx context.Context, db DB, name string, until time.Time, n int) ([]Change, error) {
+// until, oldest first, walking rate_limiter_history_limiter_recorded_at
+// (limiter, recorded_at) backwards from until.
+func LoadHistory(ctx context.Context, db Querier, name string, until time.Time, n int) ([]Change, error) {
 	var (
 		at               []time.Time
 		causes, details  []string

@@ -177,32 +177,15 @@ type State struct {
 	Restore Settings
 }
 
-// LoadState reads the row of limiter name. Without a row it returns the
-// defaults with Stored false.
-func LoadState(ctx context.Context, db DB, name string) (State, error) {
-	s := State{Name: name, Stored: true}
-	var penalty, expires *time.Time
-	var restoreRate *float64
-	var restoreBurst *int
-	var leftUS int64
-	err := db.QueryRow(ctx, `
-		SELECT rate, burst, effective_rate, penalty_until,
-		       coalesce(greatest(extract(epoch FROM penalty_until - clock_timestamp()) * 1e6, 0), 0)::bigint,
-		       throttles, settings_updated_at, settings_expire_at, restore_rate, restore_burst
-		  FROM rate_limiters WHERE name = $1`, name).
-		Scan(&s.Rate, &s.Burst, &s.EffectiveRate, &penalty, &leftUS, &s.Throttles, &s.SettingsUpdatedAt,
-			&expires, &restoreRate, &restoreBurst)
+// LoadState reads the row of limiter name (the primary key). Without a row
+// it returns the defaults with Stored false.
+func LoadState(ctx context.Context, db Querier, name string) (State, error) {
+	s, err := scanState(db.QueryRow(ctx, `SELECT `+stateColumns+` FROM rate_limiters WHERE name = $1`, name))
 	if errors.Is(err, pgx.ErrNoRows) {
 		return State{Name: name, Settings: Settings{Rate: DefaultRate, Burst: DefaultBurst}, EffectiveRate: DefaultRate}, nil
 	}
 	if err != nil {
 		return State{}, fmt.Errorf("load state of limiter %s: %w", name, err)
-	}
-	if penalty != nil {
-		s.PenaltyUntil, s.PenaltyLeft = *penalty, time.Duration(leftUS)*time.Microsecond
-	}
-	if expires != nil && restoreRate != nil && restoreBurst != nil {
-		s.ExpiresAt, s.Restore = *expires, Settings{Rate: *restoreRate, Burst: *restoreBurst}
 	}
 	return s, nil
 }

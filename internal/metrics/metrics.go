@@ -49,7 +49,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/jackc/pgx/v5"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
@@ -60,9 +59,6 @@ import (
 	"github.com/reconcile/reconcile/internal/limiter"
 	"github.com/reconcile/reconcile/internal/queue"
 )
-
-// DB is what the collector queries: a pgx pool.
-type DB = ledger.DB
 
 // Config configures a Collector. Every source is optional; the series of a
 // missing one are left out.
@@ -82,7 +78,7 @@ type Config struct {
 	// DB is read at scrape time for items by state, run times and
 	// deadlines, consumers' heartbeats and webhook deliveries. Defaults to
 	// none.
-	DB DB
+	DB ledger.Querier
 	// Timeout bounds the database reads of one scrape. Defaults to 5s.
 	Timeout time.Duration
 	// Recent is how long a completed run keeps being reported (items by
@@ -250,52 +246,23 @@ func (c *Collector) collectQueue(ctx context.Context, ch chan<- prometheus.Metri
 }
 
 // collectLedger reads the items by state of open and recent runs, and the
-// completion times of recent runs, in one statement.
+// completion times of recent runs: their live summaries, from the counters
+// of complete runs and the open items of the others.
 func (c *Collector) collectLedger(ctx context.Context, ch chan<- prometheus.Metric) error {
-	rows, err := c.cfg.DB.Query(ctx, `
-		SELECT r.reconciliation_id, i.state, count(*)::bigint,
-		       extract(epoch FROM min(r.completed_at) - min(r.created_at))::float8,
-		       extract(epoch FROM min(r.completed_at))::float8
-		  FROM runs r JOIN items i USING (run_id)
-		 WHERE r.completed_at IS NULL OR r.completed_at >= $1
-		 GROUP BY r.reconciliation_id, i.state
-		 ORDER BY 1, 2`, c.cfg.Now().Add(-c.cfg.Recent))
+	runs, err := ledger.Summaries(ctx, c.cfg.DB, ledger.RunFilter{CompletedSince: c.cfg.Now().Add(-c.cfg.Recent), Live: true})
 	if err != nil {
 		return fmt.Errorf("count items by state: %w", err)
 	}
-	type run struct {
-		states              map[ledger.State]int64
-		duration, completed *float64
-	}
-	runs := map[string]*run{}
-	var order []string
-	var (
-		id                  string
-		state               ledger.State
-		n                   int64
-		duration, completed *float64
-	)
-	_, err = pgx.ForEachRow(rows, []any{&id, &state, &n, &duration, &completed}, func() error {
-		r, ok := runs[id]
-		if !ok {
-			r = &run{states: map[ledger.State]int64{}, duration: duration, completed: completed}
-			runs[id] = r
-			order = append(order, id)
-		}
-		r.states[state] = n
-		return nil
-	})
-	if err != nil {
-		return fmt.Errorf("count items by state: %w", err)
-	}
-	for _, id := range order {
-		r := runs[id]
+	for _, r := range runs {
+		byState := map[ledger.State]int64{ledger.Queued: r.Queued, ledger.RetryScheduled: r.RetryScheduled,
+			ledger.Matched: r.Matched, ledger.Mismatched: r.Mismatched, ledger.Missing: r.Missing,
+			ledger.DeadLettered: r.DeadLettered, ledger.Cancelled: r.Cancelled}
 		for _, s := range ledger.States() {
-			ch <- prometheus.MustNewConstMetric(c.items, prometheus.GaugeValue, float64(r.states[s]), id, string(s))
+			ch <- prometheus.MustNewConstMetric(c.items, prometheus.GaugeValue, float64(byState[s]), r.ReconciliationID, string(s))
 		}
-		if r.duration != nil && r.completed != nil {
-			ch <- prometheus.MustNewConstMetric(c.runDuration, prometheus.GaugeValue, *r.duration, id)
-			ch <- prometheus.MustNewConstMetric(c.runCompleted, prometheus.GaugeValue, *r.completed, id)
+		if r.CompletedAt != nil {
+			ch <- prometheus.MustNewConstMetric(c.runDuration, prometheus.GaugeValue, r.CompletedAt.Sub(r.CreatedAt).Seconds(), r.ReconciliationID)
+			ch <- prometheus.MustNewConstMetric(c.runCompleted, prometheus.GaugeValue, float64(r.CompletedAt.UnixMicro())/1e6, r.ReconciliationID)
 		}
 	}
 	return nil

@@ -10,6 +10,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
 	dto "github.com/prometheus/client_model/go"
 	"github.com/prometheus/common/expfmt"
 	"github.com/prometheus/common/model"
@@ -17,6 +19,7 @@ import (
 	"github.com/reconcile/reconcile/internal/circuit"
 	"github.com/reconcile/reconcile/internal/consume"
 	"github.com/reconcile/reconcile/internal/enqueue"
+	"github.com/reconcile/reconcile/internal/ledger"
 	"github.com/reconcile/reconcile/internal/limiter"
 	"github.com/reconcile/reconcile/internal/metrics"
 	"github.com/reconcile/reconcile/internal/payments"
@@ -92,22 +95,35 @@ func TestScrapeShowsSnapshotsQueueAndLedger(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	runs := map[int]uuid.UUID{}
 	for day, n := range map[int]int{23: 3, 24: 5} {
 		var b strings.Builder
 		b.WriteString("transaction_id,account_id,amount_minor,currency,status,occurred_at\n")
 		for i := range n {
 			fmt.Fprintf(&b, "tx_%d_%d,acct_%d,100,EUR,succeeded,2026-10-%02dT10:00:00Z\n", day, i, i, day)
 		}
-		if _, err := enq.Enqueue(ctx, enqueue.Request{Date: payments.Date{Year: 2026, Month: time.October, Day: day},
-			Source: "test.csv", Open: func() (io.ReadCloser, error) { return io.NopCloser(strings.NewReader(b.String())), nil }}); err != nil {
+		res, err := enq.Enqueue(ctx, enqueue.Request{Date: payments.Date{Year: 2026, Month: time.October, Day: day},
+			Source: "test.csv", Open: func() (io.ReadCloser, error) { return io.NopCloser(strings.NewReader(b.String())), nil }})
+		if err != nil {
 			t.Fatal(err)
 		}
+		runs[day] = res.RunID
 	}
 	// The 23rd is done: all matched, completed 90 s after its enqueue.
-	if _, err := pool.Exec(ctx, `
-		WITH r AS (UPDATE runs SET completed_at = created_at + interval '90 seconds'
-		            WHERE business_date = '2026-10-23' RETURNING run_id)
-		UPDATE items SET state = 'matched' FROM r WHERE items.run_id = r.run_id`); err != nil {
+	var created time.Time
+	if err := pool.QueryRow(ctx, `SELECT created_at FROM runs WHERE run_id = $1`, runs[23]).Scan(&created); err != nil {
+		t.Fatal(err)
+	}
+	var matches []ledger.Change
+	for i := range 3 {
+		matches = append(matches, ledger.Change{RunID: runs[23], TransactionID: fmt.Sprintf("tx_23_%d", i), From: ledger.Queued,
+			To: ledger.Matched, Called: true, Attempt: 1, HTTPStatus: 200, Reason: "matched", Actor: "test",
+			At: created.Add(90 * time.Second)})
+	}
+	if err := pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
+		_, err := ledger.RecordBatch(ctx, tx, matches)
+		return err
+	}); err != nil {
 		t.Fatal(err)
 	}
 	var completedAt time.Time

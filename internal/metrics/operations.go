@@ -101,8 +101,8 @@ func (c *Collector) collectDeadLetters(ctx context.Context, ch chan<- prometheus
 	if err != nil {
 		return err
 	}
-	for reason, n := range byReason {
-		ch <- prometheus.MustNewConstMetric(c.ops.deadLetters, prometheus.GaugeValue, float64(n), reason)
+	for _, r := range byReason {
+		ch <- prometheus.MustNewConstMetric(c.ops.deadLetters, prometheus.GaugeValue, float64(r.Count), r.Reason)
 	}
 	return nil
 }

@@ -61,36 +61,10 @@ type DeadLetter struct {
 	Message
 }
 
-// DeadLetters lists the dead letters selected by f, oldest message first.
+// DeadLetters lists the dead letters selected by f, oldest message first
+// (see ListDeadLetters).
 func (q *Queue) DeadLetters(ctx context.Context, f Filter) ([]DeadLetter, error) {
-	run, ids := f.args()
-	var limit *int
-	if f.Limit > 0 {
-		limit = &f.Limit
-	}
-	rows, err := q.pool.Query(ctx, `
-SELECT message_id, coalesce(reason, ''), coalesce(last_error, ''), deliveries, enqueued_at, changed_at,
-       (extract(epoch FROM coalesce($3::timestamptz, now()) - changed_at) * 1000000)::bigint,
-       run_id, reconciliation_id, transaction_id, idempotency_key, attempt
-  FROM queue_messages
- WHERE `+filterSQL+`
- ORDER BY message_id
- LIMIT $4`, run, ids, q.now(), limit)
-	if err != nil {
-		return nil, fmt.Errorf("list dead letters: %w", err)
-	}
-	dls, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (DeadLetter, error) {
-		var d DeadLetter
-		var ageMicros int64
-		err := row.Scan(&d.ID, &d.Reason, &d.LastError, &d.Deliveries, &d.EnqueuedAt, &d.DeadAt, &ageMicros,
-			&d.RunID, &d.ReconciliationID, &d.TransactionID, &d.IdempotencyKey, &d.Attempt)
-		d.Age = time.Duration(ageMicros) * time.Microsecond
-		return d, err
-	})
-	if err != nil {
-		return nil, fmt.Errorf("list dead letters: %w", err)
-	}
-	return dls, nil
+	return q.ListDeadLetters(ctx, q.pool, DeadLetterPage{RunID: f.RunID, IDs: f.IDs, Limit: f.Limit})
 }
 
 // Redrive moves the dead letters selected by f, except those of a
@@ -129,7 +103,8 @@ SELECT run_id, reconciliation_id, transaction_id, idempotency_key, attempt
 
 // Counts are message counts by condition.
 type Counts struct {
-	// Total counts every message ever published (acked ones included).
+	// Total counts every message kept (acked ones included): the open ones
+	// and Acked.
 	Total int64 `json:"total"`
 	// Available counts ready messages that can be claimed now.
 	Available int64 `json:"available"`
@@ -139,8 +114,11 @@ type Counts struct {
 	Delayed int64 `json:"delayed"`
 	// DeadLettered counts dead letters.
 	DeadLettered int64 `json:"dead_lettered"`
-	// Acked counts messages done.
+	// Acked counts messages done, which are kept for the retention period.
 	Acked int64 `json:"acked"`
+	// Estimated is true when Acked, and with it Total, is an estimate from
+	// the table's statistics rather than a count (see Stats).
+	Estimated bool `json:"estimated"`
 	// OldestAvailableAge is how long the oldest available message has been
 	// in the queue since it was first published; 0 when none is available.
 	OldestAvailableAge time.Duration `json:"oldest_available_age_ns"`
@@ -161,38 +139,119 @@ type Stats struct {
 	// Runs holds the counts of each run that has messages not yet acked,
 	// ordered by reconciliation id.
 	Runs []RunStats `json:"runs"`
+	// RunsAcked is true when the runs' Acked and Total were counted
+	// (ExactStats); Stats leaves them zero.
+	RunsAcked bool `json:"runs_acked"`
 }
 
-// Stats counts the queue's messages, in total and per run with open
-// messages, in one consistent snapshot.
-func (q *Queue) Stats(ctx context.Context) (Stats, error) {
-	const now = "coalesce($1::timestamptz, now())"
-	rows, err := q.pool.Query(ctx, `
+// openCountsSQL counts the open messages (ready or dead) in total and per
+// run, and the age of the oldest available one, at $1 (NULL: now()). Each
+// half of the union reads one partial index, queue_messages_ready or
+// queue_messages_dead: it costs what is open, however many acked messages
+// the retention keeps.
+const openCountsSQL = `
+WITH open AS (
+    SELECT run_id, reconciliation_id, state, visible_at, lease, enqueued_at FROM queue_messages WHERE state = 'ready'
+    UNION ALL
+    SELECT run_id, reconciliation_id, state, visible_at, lease, enqueued_at FROM queue_messages WHERE state = 'dead')
 SELECT grouping(run_id) = 1, coalesce(run_id, '00000000-0000-0000-0000-000000000000'), coalesce(min(reconciliation_id), ''),
-       count(*),
-       count(*) FILTER (WHERE state = 'ready' AND visible_at <= `+now+`),
-       count(*) FILTER (WHERE state = 'ready' AND visible_at > `+now+` AND lease IS NOT NULL),
-       count(*) FILTER (WHERE state = 'ready' AND visible_at > `+now+` AND lease IS NULL),
+       count(*) FILTER (WHERE state = 'ready' AND visible_at <= ` + statsNow + `),
+       count(*) FILTER (WHERE state = 'ready' AND visible_at > ` + statsNow + ` AND lease IS NOT NULL),
+       count(*) FILTER (WHERE state = 'ready' AND visible_at > ` + statsNow + ` AND lease IS NULL),
+       count(*) FILTER (WHERE state = 'dead'),
+       0::bigint,
+       ` + oldestAvailable + `
+  FROM open
+ GROUP BY GROUPING SETS ((), (run_id))
+ ORDER BY 1 DESC, 3`
+
+// exactCountsSQL counts every message, acked ones included, in total and
+// per run with open messages: a sequential scan of the whole table.
+const exactCountsSQL = `
+SELECT grouping(run_id) = 1, coalesce(run_id, '00000000-0000-0000-0000-000000000000'), coalesce(min(reconciliation_id), ''),
+       count(*) FILTER (WHERE state = 'ready' AND visible_at <= ` + statsNow + `),
+       count(*) FILTER (WHERE state = 'ready' AND visible_at > ` + statsNow + ` AND lease IS NOT NULL),
+       count(*) FILTER (WHERE state = 'ready' AND visible_at > ` + statsNow + ` AND lease IS NULL),
        count(*) FILTER (WHERE state = 'dead'),
        count(*) FILTER (WHERE state = 'acked'),
-       coalesce((extract(epoch FROM `+now+` - min(enqueued_at) FILTER (WHERE state = 'ready' AND visible_at <= `+now+`))
-                 * 1000000)::bigint, 0)
+       ` + oldestAvailable + `
   FROM queue_messages
  GROUP BY GROUPING SETS ((), (run_id))
 HAVING grouping(run_id) = 1 OR count(*) FILTER (WHERE state <> 'acked') > 0
- ORDER BY 1 DESC, 3`, q.now())
+ ORDER BY 1 DESC, 3`
+
+const (
+	statsNow        = "coalesce($1::timestamptz, now())"
+	oldestAvailable = `coalesce((extract(epoch FROM ` + statsNow + ` - min(enqueued_at) FILTER (WHERE state = 'ready' AND visible_at <= ` + statsNow + `))
+                 * 1000000)::bigint, 0)`
+)
+
+// ackedEstimateSQL estimates the acked messages as the planner estimates a
+// table's rows: the tuple density of the last VACUUM or ANALYZE
+// (pg_class.reltuples per relpages) times the table's pages now, less the
+// open messages ($1). It is NULL for a table that has no statistics yet
+// (never vacuumed or analysed, or empty when last analysed), which is then
+// counted.
+const ackedEstimateSQL = `
+SELECT CASE WHEN c.reltuples < 0 OR c.relpages = 0 THEN NULL
+            ELSE greatest(round(c.reltuples / c.relpages
+                                * (pg_relation_size(c.oid) / current_setting('block_size')::float8)) - $1, 0)::bigint
+       END
+  FROM pg_class c WHERE c.oid = 'queue_messages'::regclass`
+
+// Stats counts the queue's open messages (available, in flight, delayed,
+// dead-lettered), in total and per run with open messages, through the
+// partial indexes of ready and dead messages, so it costs what is open
+// however long the retention keeps acked messages. The acked messages are
+// estimated from the table's statistics (Counts.Estimated; exact on a table
+// without statistics yet) and not counted per run: ExactStats counts them,
+// with a scan of the whole table.
+func (q *Queue) Stats(ctx context.Context) (Stats, error) {
+	s, err := q.stats(ctx, openCountsSQL, false)
+	if err != nil {
+		return Stats{}, err
+	}
+	open := s.Available + s.InFlight + s.Delayed + s.DeadLettered
+	var estimate *int64
+	if err := q.pool.QueryRow(ctx, ackedEstimateSQL, open).Scan(&estimate); err != nil {
+		return Stats{}, fmt.Errorf("estimate acked messages: %w", err)
+	}
+	if estimate != nil {
+		s.Acked, s.Estimated = *estimate, true
+	} else if err := q.pool.QueryRow(ctx, `SELECT count(*) FROM queue_messages WHERE state = 'acked'`).Scan(&s.Acked); err != nil {
+		return Stats{}, fmt.Errorf("count acked messages: %w", err)
+	}
+	s.Total = open + s.Acked
+	return s, nil
+}
+
+// ExactStats is Stats with the acked messages counted, in total and per
+// run: a sequential scan of every message the retention keeps (a second or
+// so per few million).
+func (q *Queue) ExactStats(ctx context.Context) (Stats, error) {
+	return q.stats(ctx, exactCountsSQL, true)
+}
+
+// stats reads the counts query's rows: the total first, then the runs,
+// whose acked messages it counted when exact.
+func (q *Queue) stats(ctx context.Context, query string, exact bool) (Stats, error) {
+	rows, err := q.pool.Query(ctx, query, q.now())
 	if err != nil {
 		return Stats{}, fmt.Errorf("count messages: %w", err)
 	}
-	var s Stats
+	s := Stats{RunsAcked: exact}
 	var (
 		total bool
 		r     RunStats
 		age   int64
 	)
-	_, err = pgx.ForEachRow(rows, []any{&total, &r.RunID, &r.ReconciliationID, &r.Total, &r.Available, &r.InFlight,
+	_, err = pgx.ForEachRow(rows, []any{&total, &r.RunID, &r.ReconciliationID, &r.Available, &r.InFlight,
 		&r.Delayed, &r.DeadLettered, &r.Acked, &age}, func() error {
 		r.OldestAvailableAge = time.Duration(age) * time.Microsecond
+		r.Total = 0
+		if total || exact {
+			r.Total = r.Available + r.InFlight + r.Delayed + r.DeadLettered + r.Acked
+		}
 		if total {
 			s.Counts = r.Counts
 		} else {

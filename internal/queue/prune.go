@@ -4,8 +4,8 @@ import (
 	"cmp"
 	"context"
 	"fmt"
-	"time"
 
+	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 )
 
@@ -21,34 +21,36 @@ type PruneResult struct {
 	Batches int
 }
 
-// PruneAcked deletes the acked messages of the runs completed before
-// before, walking the message ids batch at a time, each batch a statement
-// (and a transaction) of its own, so no lock is held for long and claims go
-// on meanwhile. Dead-lettered and ready messages are kept, and so are the
-// ledger's rows: the run's unique (business_date, generation) key and the
-// items' keys still stop a second enqueue of the date, which is why the
-// idempotency keys of the deleted messages need not stay taken. With dryRun
-// it only counts. batch defaults to DefaultPruneBatch when 0 or less.
-func (q *Queue) PruneAcked(ctx context.Context, before time.Time, batch int, dryRun bool) (PruneResult, error) {
+// PruneAcked deletes the acked messages of the given runs (the caller
+// passes the runs completed before the retention, as the ledger lists them:
+// ledger.RunsCompletedBefore), walking the message ids batch at a time, each
+// batch a statement (and a transaction) of its own, so no lock is held for
+// long and claims go on meanwhile. Dead-lettered and ready messages are
+// kept, and so are the ledger's rows: the run's unique (business_date,
+// generation) key and the items' keys still stop a second enqueue of the
+// date, which is why the idempotency keys of the deleted messages need not
+// stay taken. With dryRun it only counts. batch defaults to
+// DefaultPruneBatch when 0 or less.
+func (q *Queue) PruneAcked(ctx context.Context, runs []uuid.UUID, batch int, dryRun bool) (PruneResult, error) {
 	batch = cmp.Or(max(batch, 0), DefaultPruneBatch)
-	// The runs table is the ledger's; the queue only reads which runs are
-	// completed.
-	const doomed = `state = 'acked'
-   AND run_id IN (SELECT run_id FROM runs WHERE completed_at < @before)`
+	if len(runs) == 0 {
+		return PruneResult{}, nil
+	}
+	const doomed = `state = 'acked' AND run_id = ANY (@runs)`
 	if dryRun {
 		var n int64
 		err := q.pool.QueryRow(ctx, `SELECT count(*) FROM queue_messages WHERE `+doomed,
-			pgx.StrictNamedArgs{"before": before}).Scan(&n)
+			pgx.StrictNamedArgs{"runs": runs}).Scan(&n)
 		if err != nil {
-			return PruneResult{}, fmt.Errorf("count acked messages of runs completed before %s: %w", before.Format(time.RFC3339), err)
+			return PruneResult{}, fmt.Errorf("count acked messages of %d runs: %w", len(runs), err)
 		}
 		return PruneResult{Messages: n}, nil
 	}
 	var lo, hi *int64
 	err := q.pool.QueryRow(ctx, `SELECT min(message_id), max(message_id) FROM queue_messages WHERE `+doomed,
-		pgx.StrictNamedArgs{"before": before}).Scan(&lo, &hi)
+		pgx.StrictNamedArgs{"runs": runs}).Scan(&lo, &hi)
 	if err != nil {
-		return PruneResult{}, fmt.Errorf("find acked messages of runs completed before %s: %w", before.Format(time.RFC3339), err)
+		return PruneResult{}, fmt.Errorf("find acked messages of %d runs: %w", len(runs), err)
 	}
 	var res PruneResult
 	if lo == nil {
@@ -57,7 +59,7 @@ func (q *Queue) PruneAcked(ctx context.Context, before time.Time, batch int, dry
 	for from := *lo; from <= *hi; from += int64(batch) {
 		tag, err := q.pool.Exec(ctx, `DELETE FROM queue_messages
  WHERE message_id >= @from AND message_id < @to AND `+doomed,
-			pgx.StrictNamedArgs{"from": from, "to": from + int64(batch), "before": before})
+			pgx.StrictNamedArgs{"from": from, "to": from + int64(batch), "runs": runs})
 		if err != nil {
 			return res, fmt.Errorf("prune acked messages %d to %d: %w", from, from+int64(batch)-1, err)
 		}

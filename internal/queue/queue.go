@@ -17,6 +17,10 @@
 // Idle consumers wait with a Listener: publish, release and redrive NOTIFY the
 // channel, and the listener sleeps no longer than the next time a delayed
 // retry or an expiring lease becomes due, so polling is only the fallback.
+//
+// The package owns queue_messages: nothing else runs SQL on it. Stats and
+// the dead-letter listing are in admin.go, the reads of a page (a run's
+// split, dead letters by reason) in read.go, pruning in prune.go.
 package queue
 
 import (

@@ -457,13 +457,40 @@ func TestStatsEqualDirectCount(t *testing.T) {
 		return b.q.DeadLetter(ctx, tx, ds[3], "http_400", "bad request")
 	})
 	// ds[4:8] stay in flight; 2 of run A and 7 of run B are available.
-	s, err := b.q.Stats(ctx)
+	s, err := b.q.ExactStats(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
 	want := Counts{Total: 17, Available: 9, InFlight: 4, Delayed: 1, DeadLettered: 1, Acked: 2, OldestAvailableAge: 2 * time.Second}
 	if s.Counts != want {
 		t.Errorf("stats %+v, want %+v", s.Counts, want)
+	}
+	// Stats counts the same open messages, and the acked ones too on a
+	// table without statistics yet; with statistics, an estimate that an
+	// ANALYZE of so small a table makes exact.
+	fast, err := b.q.Stats(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// (Autovacuum analyses a table after 50 changed rows; this one has 29.)
+	if fast.Counts != want || fast.RunsAcked {
+		t.Errorf("stats without statistics %+v, want %+v", fast.Counts, want)
+	}
+	if _, err := b.pool.Exec(ctx, `ANALYZE queue_messages`); err != nil {
+		t.Fatal(err)
+	}
+	if fast, err = b.q.Stats(ctx); err != nil {
+		t.Fatal(err)
+	}
+	estimated := want
+	estimated.Estimated = true
+	if fast.Counts != estimated {
+		t.Errorf("stats with statistics %+v, want %+v", fast.Counts, estimated)
+	}
+	for _, r := range fast.Runs {
+		if r.Acked != 0 || r.Total != 0 {
+			t.Errorf("run %s: acked %d, total %d without ExactStats", r.ReconciliationID, r.Acked, r.Total)
+		}
 	}
 	// The same numbers straight from the table.
 	var direct Counts
@@ -489,6 +516,53 @@ SELECT (SELECT count(*) FROM queue_messages),
 	wantB := Counts{Total: 7, Available: 7, OldestAvailableAge: time.Second}
 	if s.Runs[0].Counts != wantA || s.Runs[1].Counts != wantB {
 		t.Errorf("per-run stats %+v %+v, want %+v %+v", s.Runs[0].Counts, s.Runs[1].Counts, wantA, wantB)
+	}
+}
+
+// TestStatsReadsOpenMessagesThroughTheirIndexes checks that Stats costs what
+// is open, not what the retention keeps: on a table of 50,000 acked
+// messages and a few open ones, its statement reads the partial indexes of
+// ready and dead messages, where ExactStats's scans the table.
+func TestStatsReadsOpenMessagesThroughTheirIndexes(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	b := setup(t, Config{}, false)
+	if _, err := b.pool.Exec(ctx, `
+		INSERT INTO queue_messages (run_id, reconciliation_id, transaction_id, idempotency_key, state, visible_at,
+		                            enqueued_at, changed_at)
+		SELECT $1, 'nightly-2026-10-24', 'tx' || n, 'nightly-2026-10-24:tx' || n,
+		       CASE WHEN n <= 50000 THEN 'acked' WHEN n <= 50010 THEN 'dead' ELSE 'ready' END, now(), now(), now()
+		  FROM generate_series(1, 50030) n`, uuid.New()); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := b.pool.Exec(ctx, `ANALYZE queue_messages`); err != nil {
+		t.Fatal(err)
+	}
+	plan := func(query string) string {
+		t.Helper()
+		rows, err := b.pool.Query(ctx, `EXPLAIN `+query, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		lines, err := pgx.CollectRows(rows, pgx.RowTo[string])
+		if err != nil {
+			t.Fatal(err)
+		}
+		return strings.Join(lines, "\n")
+	}
+	if p := plan(openCountsSQL); strings.Contains(p, "Seq Scan on queue_messages") ||
+		!strings.Contains(p, "queue_messages_dead") || !strings.Contains(p, "ready") {
+		t.Errorf("Stats's plan does not read the open messages through their indexes:\n%s", p)
+	}
+	if p := plan(exactCountsSQL); !strings.Contains(p, "Seq Scan on queue_messages") {
+		t.Errorf("ExactStats's plan does not scan the table:\n%s", p)
+	}
+	s, err := b.q.Stats(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s.Available != 20 || s.DeadLettered != 10 || !s.Estimated || s.Acked != 50000 || s.Total != 50030 {
+		t.Errorf("stats %+v, want 20 available, 10 dead, an estimate of 50000 acked", s.Counts)
 	}
 }
 

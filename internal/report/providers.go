@@ -9,9 +9,9 @@ import (
 	"time"
 
 	"github.com/google/uuid"
-	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/reconcile/reconcile/internal/consume"
 	"github.com/reconcile/reconcile/internal/ledger"
 	"github.com/reconcile/reconcile/internal/limiter"
 )
@@ -39,15 +39,15 @@ type CircuitStatus struct {
 
 // loadCircuits reads every provider's circuit.
 func loadCircuits(ctx context.Context, db DB) ([]CircuitStatus, error) {
-	rows, err := db.Query(ctx, `
-		SELECT provider, url, open, opened_at, next_probe_at, cause, probes, failures, changed_at, changed_by
-		  FROM provider_circuits ORDER BY provider`)
+	rows, err := consume.Circuits(ctx, db)
 	if err != nil {
-		return nil, fmt.Errorf("read provider circuits: %w", err)
+		return nil, err
 	}
-	out, err := pgx.CollectRows(rows, pgx.RowToStructByPos[CircuitStatus])
-	if err != nil {
-		return nil, fmt.Errorf("read provider circuits: %w", err)
+	var out []CircuitStatus
+	for _, c := range rows {
+		out = append(out, CircuitStatus{Provider: c.Provider, URL: c.URL, Open: c.Open, OpenedAt: c.OpenedAt,
+			NextProbeAt: c.NextProbeAt, Cause: c.Cause, Probes: c.Probes, Failures: c.Failures,
+			ChangedAt: c.ChangedAt, ChangedBy: c.ChangedBy})
 	}
 	return out, nil
 }
@@ -57,21 +57,13 @@ func loadCircuits(ctx context.Context, db DB) ([]CircuitStatus, error) {
 const providerLimiterPrefix = "provider:"
 
 // loadProviderLimiters reads the limiters of a providers file's providers.
-func loadProviderLimiters(ctx context.Context, db *pgxpool.Pool) ([]LimiterStatus, error) {
-	rows, err := db.Query(ctx, `SELECT name FROM rate_limiters WHERE starts_with(name, $1) ORDER BY name`, providerLimiterPrefix)
+func loadProviderLimiters(ctx context.Context, db DB) ([]LimiterStatus, error) {
+	states, err := limiter.States(ctx, db, providerLimiterPrefix)
 	if err != nil {
-		return nil, fmt.Errorf("read provider limiters: %w", err)
-	}
-	names, err := pgx.CollectRows(rows, pgx.RowTo[string])
-	if err != nil {
-		return nil, fmt.Errorf("read provider limiters: %w", err)
+		return nil, err
 	}
 	var out []LimiterStatus
-	for _, name := range names {
-		ls, err := limiter.LoadState(ctx, db, name)
-		if err != nil {
-			return nil, err
-		}
+	for _, ls := range states {
 		s := LimiterStatus{Name: ls.Name, ConfiguredRate: ls.Rate, Burst: ls.Burst, EffectiveRate: ls.EffectiveRate, Throttles: ls.Throttles}
 		s.pause(ls)
 		out = append(out, s)

@@ -7,13 +7,13 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"slices"
 	"strconv"
 	"strings"
 	"text/tabwriter"
 	"time"
 
 	"github.com/google/uuid"
-	"github.com/jackc/pgx/v5"
 
 	"github.com/reconcile/reconcile/internal/ledger"
 	"github.com/reconcile/reconcile/internal/payments"
@@ -164,25 +164,16 @@ type Unexpected struct {
 }
 
 // Load reads the report of the run opts selects; ErrNoRun when the date or
-// generation has none.
+// generation has none. It composes the ledger's reads: the run's live
+// summary, its mismatched, missing and dead-lettered items (one read of the
+// run's items each) and, with Options.All, every item.
 func Load(ctx context.Context, db DB, opts Options) (Report, error) {
 	if opts.Date.IsZero() {
 		return Report{}, errors.New("load report: no business date")
 	}
-	rep := Report{Format: FormatVersion, Discrepancies: []Discrepancy{}, Missing: []Item{}, DeadLetters: []DeadLetter{},
-		Unexpected: []Unexpected{}}
-	r := &rep.Run
-	err := db.QueryRow(ctx, `
-		SELECT s.run_id, s.reconciliation_id, s.business_date::text, s.generation, s.trigger, s.triggered_by, s.source,
-		       r.source_sha256, r.time_zone, s.item_count, s.matched, s.mismatched, s.missing, s.dead_lettered,
-		       s.unexpected, s.open_items, s.provider_calls, s.throttles, s.created_at, s.completed_at
-		  FROM run_summary s JOIN runs r USING (run_id)
-		 WHERE s.business_date = $1 AND ($2 = 0 OR s.generation = $2)
-		 ORDER BY s.generation DESC LIMIT 1`, opts.Date.String(), opts.Generation).
-		Scan(&r.RunID, &r.ReconciliationID, &r.BusinessDate, &r.Generation, &r.Trigger, &r.TriggeredBy, &r.Source,
-			&r.SourceSHA256, &r.TimeZone, &r.Items, &r.Matched, &r.Mismatched, &r.Missing, &r.DeadLettered,
-			&r.Unexpected, &r.Open, &r.ProviderCalls, &r.Throttles, &r.CreatedAt, &r.CompletedAt)
-	if errors.Is(err, pgx.ErrNoRows) {
+	s, err := ledger.FindSummary(ctx, db, ledger.RunFilter{Date: opts.Date, Generation: opts.Generation,
+		NewestFirst: true, Live: true})
+	if errors.Is(err, ledger.ErrNotFound) {
 		if opts.Generation > 0 {
 			return Report{}, fmt.Errorf("report %s generation %d: %w", opts.Date, opts.Generation, ErrNoRun)
 		}
@@ -191,80 +182,126 @@ func Load(ctx context.Context, db DB, opts Options) (Report, error) {
 	if err != nil {
 		return Report{}, fmt.Errorf("read run of %s: %w", opts.Date, err)
 	}
-
-	rows, err := db.Query(ctx, `
-		SELECT d.transaction_id, d.account_id, d.field, d.expected, d.provider, i.attempts, d.checked_at,
-		       i.amount_minor, i.currency, i.status, coalesce(i.provider_amount_minor, 0),
-		       coalesce(i.provider_currency, ''), coalesce(i.provider_status, '')
-		  FROM discrepancies d JOIN items i USING (run_id, transaction_id)
-		 WHERE d.run_id = $1 ORDER BY d.transaction_id, d.field`, r.RunID)
+	rep := New(s)
+	mismatched, err := ledger.ItemsOf(ctx, db, s.RunID, ledger.Mismatched)
 	if err != nil {
-		return Report{}, fmt.Errorf("read discrepancies of %s: %w", r.ReconciliationID, err)
-	}
-	if rep.Discrepancies, err = pgx.CollectRows(rows, pgx.RowToStructByPos[Discrepancy]); err != nil {
-		return Report{}, fmt.Errorf("read discrepancies of %s: %w", r.ReconciliationID, err)
-	}
-	if rep.Missing, err = loadItems(ctx, db, r.RunID, "missing"); err != nil {
 		return Report{}, err
 	}
-	rows, err = db.Query(ctx, `
-		SELECT d.transaction_id, d.account_id, d.attempts, d.throttles, coalesce(d.reason, ''), d.http_status,
-		       coalesce(d.details ->> 'detail', d.details ->> 'error', ''), d.dead_lettered_at,
-		       i.amount_minor, i.currency, i.status
-		  FROM dead_lettered_items d JOIN items i USING (run_id, transaction_id)
-		 WHERE d.run_id = $1 ORDER BY d.transaction_id`, r.RunID)
+	for _, it := range mismatched {
+		rep.Discrepancies = append(rep.Discrepancies, DiscrepanciesOf(it, "")...)
+	}
+	missing, err := ledger.ItemsOf(ctx, db, s.RunID, ledger.Missing)
 	if err != nil {
-		return Report{}, fmt.Errorf("read dead letters of %s: %w", r.ReconciliationID, err)
+		return Report{}, err
 	}
-	if rep.DeadLetters, err = pgx.CollectRows(rows, pgx.RowToStructByPos[DeadLetter]); err != nil {
-		return Report{}, fmt.Errorf("read dead letters of %s: %w", r.ReconciliationID, err)
-	}
-	rows, err = db.Query(ctx, `
-		SELECT transaction_id, coalesce(provider_amount_minor, 0), coalesce(provider_currency, ''),
-		       coalesce(provider_status, ''), provider, terminal_at
-		  FROM items WHERE run_id = $1 AND state = 'unexpected' ORDER BY transaction_id`, r.RunID)
+	rep.Missing = itemsOf(missing)
+	dead, err := ledger.DeadLetters(ctx, db, ledger.DeadLetterFilter{RunID: s.RunID})
 	if err != nil {
-		return Report{}, fmt.Errorf("read unexpected records of %s: %w", r.ReconciliationID, err)
+		return Report{}, err
 	}
-	if rep.Unexpected, err = pgx.CollectRows(rows, pgx.RowToStructByPos[Unexpected]); err != nil {
-		return Report{}, fmt.Errorf("read unexpected records of %s: %w", r.ReconciliationID, err)
+	for _, d := range dead {
+		rep.DeadLetters = append(rep.DeadLetters, DeadLetterOf(d))
+	}
+	unexpected, err := ledger.ItemsOf(ctx, db, s.RunID, ledger.Unexpected)
+	if err != nil {
+		return Report{}, err
+	}
+	for _, it := range unexpected {
+		rep.Unexpected = append(rep.Unexpected, UnexpectedOf(it))
 	}
 	if opts.All {
-		if rep.Items, err = loadItems(ctx, db, r.RunID, ""); err != nil {
+		all, err := ledger.ItemsOf(ctx, db, s.RunID)
+		if err != nil {
 			return Report{}, err
 		}
+		rep.Items = itemsOf(all)
 	}
-	if rep.Providers, err = providerTotals(ctx, db, r.RunID); err != nil {
+	if rep.Providers, err = providerTotals(ctx, db, s.RunID); err != nil {
 		return Report{}, err
 	}
-	rep.Discrepancies = nonNil(rep.Discrepancies)
-	rep.Missing = nonNil(rep.Missing)
-	rep.DeadLetters = nonNil(rep.DeadLetters)
-	rep.Unexpected = nonNil(rep.Unexpected)
 	return rep, nil
 }
 
-// loadItems reads the run's items in state (all of them for "").
-func loadItems(ctx context.Context, db DB, runID uuid.UUID, state string) ([]Item, error) {
-	rows, err := db.Query(ctx, `
-		SELECT transaction_id, account_id, amount_minor, currency, status, state, attempts, throttles,
-		       last_http_status, coalesce(last_reason, ''), terminal_at
-		  FROM items WHERE run_id = $1 AND ($2 = '' OR state = $2) ORDER BY transaction_id`, runID, state)
-	if err != nil {
-		return nil, fmt.Errorf("read items of run %s: %w", runID, err)
-	}
-	items, err := pgx.CollectRows(rows, pgx.RowToStructByPos[Item])
-	if err != nil {
-		return nil, fmt.Errorf("read items of run %s: %w", runID, err)
-	}
-	return nonNil(items), nil
+// New returns the report of a run with its totals and no item yet, in
+// format v1: the caller adds the items it selected.
+func New(s ledger.Summary) Report {
+	return Report{Format: FormatVersion, Run: Run{RunID: s.RunID, ReconciliationID: s.ReconciliationID,
+		BusinessDate: s.BusinessDate.String(), Generation: s.Generation, Trigger: s.Trigger, TriggeredBy: s.TriggeredBy,
+		Source: s.Source, SourceSHA256: s.SourceSHA256, TimeZone: s.TimeZone, Items: int(s.Items),
+		Matched: int(s.Matched), Mismatched: int(s.Mismatched), Missing: int(s.Missing),
+		DeadLettered: int(s.DeadLettered), Unexpected: int(s.Unexpected), Open: int(s.Open), ProviderCalls: s.ProviderCalls,
+		Throttles: s.Throttles, CreatedAt: s.CreatedAt, CompletedAt: s.CompletedAt},
+		Discrepancies: []Discrepancy{}, Missing: []Item{}, DeadLetters: []DeadLetter{}, Unexpected: []Unexpected{}}
 }
 
-func nonNil[T any](s []T) []T {
-	if s == nil {
-		return []T{}
+// UnexpectedOf is the report's row of an unexpected item: the provider's
+// values of a record the file lacks.
+func UnexpectedOf(it ledger.Item) Unexpected {
+	u := Unexpected{TransactionID: it.TransactionID, Provider: it.Provider, ListedAt: timeOrNil(it.TerminalAt)}
+	if p := it.Reported; p != nil {
+		u.ProviderAmountMinor, u.ProviderCurrency, u.ProviderStatus = p.AmountMinor, p.Currency, p.Status
 	}
-	return s
+	return u
+}
+
+// ItemOf is the report's row of a ledger item.
+func ItemOf(it ledger.Item) Item {
+	return Item{TransactionID: it.TransactionID, AccountID: it.AccountID, AmountMinor: it.AmountMinor,
+		Currency: it.Currency, Status: it.Status, Outcome: string(it.State), Attempts: it.Attempts,
+		Throttles: it.Throttles, LastHTTPStatus: nonZero(it.LastHTTPStatus), LastReason: it.LastReason,
+		CheckedAt: timeOrNil(it.TerminalAt)}
+}
+
+func itemsOf(items []ledger.Item) []Item {
+	out := make([]Item, len(items))
+	for i, it := range items {
+		out[i] = ItemOf(it)
+	}
+	return out
+}
+
+// DiscrepanciesOf returns a mismatched item's rows, one per differing field
+// (only field's when it is not empty), ordered by field.
+func DiscrepanciesOf(it ledger.Item, field string) []Discrepancy {
+	var out []Discrepancy
+	var p ledger.Provider
+	if it.Reported != nil {
+		p = *it.Reported
+	}
+	for _, d := range it.Differences {
+		if field != "" && d.Field != field {
+			continue
+		}
+		out = append(out, Discrepancy{TransactionID: it.TransactionID, AccountID: it.AccountID, Field: d.Field,
+			Expected: d.Expected, Provider: d.Provider, Attempts: it.Attempts, CheckedAt: timeOrNil(it.TerminalAt),
+			AmountMinor: it.AmountMinor, Currency: it.Currency, Status: it.Status,
+			ProviderAmountMinor: p.AmountMinor, ProviderCurrency: p.Currency, ProviderStatus: p.Status})
+	}
+	slices.SortStableFunc(out, func(a, b Discrepancy) int { return strings.Compare(a.Field, b.Field) })
+	return out
+}
+
+// DeadLetterOf is the report's row of a dead letter.
+func DeadLetterOf(d ledger.DeadLetter) DeadLetter {
+	return DeadLetter{TransactionID: d.TransactionID, AccountID: d.AccountID, Attempts: d.Attempts,
+		Throttles: d.Throttles, Reason: d.Reason, HTTPStatus: nonZero(d.HTTPStatus), Detail: d.Detail,
+		DeadLetteredAt: timeOrNil(d.At), AmountMinor: d.AmountMinor, Currency: d.Currency, Status: d.Status}
+}
+
+// nonZero is nil for 0 (no HTTP status), n's address otherwise.
+func nonZero(n int) *int {
+	if n == 0 {
+		return nil
+	}
+	return &n
+}
+
+// timeOrNil is nil for the zero time (not yet), t's address otherwise.
+func timeOrNil(t time.Time) *time.Time {
+	if t.IsZero() {
+		return nil
+	}
+	return &t
 }
 
 // WriteJSON writes the report as one indented JSON object:

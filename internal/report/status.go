@@ -3,7 +3,10 @@
 // what a run found (discrepancies, missing ids, dead letters, and optionally
 // every item), as a table, CSV or JSON.
 //
-// Both only read. Neither prints connection details: they know only the pool.
+// Both only read, through the read functions of the packages that own the
+// tables (ledger, queue, limiter, consume, schedule): the package runs no
+// SQL of its own. Neither prints connection details: they know only the
+// pool.
 package report
 
 import (
@@ -15,13 +18,14 @@ import (
 	"time"
 
 	"github.com/google/uuid"
-	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/reconcile/reconcile/internal/consume"
 	"github.com/reconcile/reconcile/internal/ledger"
 	"github.com/reconcile/reconcile/internal/limiter"
 	"github.com/reconcile/reconcile/internal/payments"
 	"github.com/reconcile/reconcile/internal/queue"
+	"github.com/reconcile/reconcile/internal/schedule"
 )
 
 // ErrNoRun is returned for a business date (or generation) without a run.
@@ -234,9 +238,8 @@ func LoadStatus(ctx context.Context, pool *pgxpool.Pool, opts StatusOptions) (St
 		return Status{}, err
 	}
 	st.ConsumerWindowSeconds = opts.ConsumerWindow.Seconds()
-	if err := pool.QueryRow(ctx, `SELECT count(*) FROM consumers WHERE last_seen > $1`,
-		opts.Now.Add(-opts.ConsumerWindow)).Scan(&st.Consumers); err != nil {
-		return Status{}, fmt.Errorf("count running consumers: %w", err)
+	if st.Consumers, err = consume.RunningConsumers(ctx, pool, opts.Now.Add(-opts.ConsumerWindow)); err != nil {
+		return Status{}, err
 	}
 	if st.Consumers > 0 {
 		st.estimate(opts.Now)
@@ -260,45 +263,30 @@ func LoadStatus(ctx context.Context, pool *pgxpool.Pool, opts StatusOptions) (St
 	return st, nil
 }
 
-// loadRuns reads the runs of d, or the open runs and the latest date's. A
-// run is open until its completion is recorded (completed_at, cleared again
-// by a requeue), the test ledger.OpenRuns makes too. The condition names
-// only columns of runs, so the planner applies it before the view's
-// per-run count of items: status reads the items of the runs it shows, not
-// those of every run in the ledger.
+// loadRuns reads the live summaries of the runs of d, or of the open runs
+// and the latest date's. A run is open until its completion is recorded
+// (completed_at, cleared again by a requeue), the test ledger.OpenRuns
+// makes too. A complete run's figures are its counters' (a few rows);
+// only open runs have their open items read.
 func loadRuns(ctx context.Context, db DB, d payments.Date) ([]RunStatus, error) {
-	var date *string
-	if !d.IsZero() {
-		s := d.String()
-		date = &s
-	}
-	rows, err := db.Query(ctx, `
-		SELECT run_id, reconciliation_id, business_date::text, generation, trigger, source, item_count,
-		       queued, retry_scheduled, matched, mismatched, missing, dead_lettered, unexpected,
-		       provider_calls, throttles, created_at, completed_at
-		  FROM run_summary
-		 WHERE CASE WHEN $1::date IS NOT NULL THEN business_date = $1::date
-		            ELSE completed_at IS NULL OR business_date = (SELECT max(business_date) FROM runs) END
-		 ORDER BY business_date, generation`, date)
+	f := ledger.RunFilter{Date: d, OpenOrLatestDate: d.IsZero(), Live: true}
+	ss, err := ledger.Summaries(ctx, db, f)
 	if err != nil {
-		return nil, fmt.Errorf("read runs: %w", err)
+		return nil, err
 	}
-	runs, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (RunStatus, error) {
-		var r RunStatus
-		err := row.Scan(&r.RunID, &r.ReconciliationID, &r.BusinessDate, &r.Generation, &r.Trigger, &r.Source, &r.Items,
-			&r.States.Queued, &r.States.RetryScheduled, &r.States.Matched, &r.States.Mismatched, &r.States.Missing,
-			&r.States.DeadLettered, &r.States.Unexpected, &r.ProviderCalls, &r.Throttles, &r.CreatedAt, &r.CompletedAt)
-		r.Open = r.States.Open()
+	runs := make([]RunStatus, len(ss))
+	for i, s := range ss {
+		r := RunStatus{RunID: s.RunID, ReconciliationID: s.ReconciliationID, BusinessDate: s.BusinessDate.String(),
+			Generation: s.Generation, Trigger: s.Trigger, Source: s.Source, Items: int(s.Items),
+			States: StateCounts{Queued: int(s.Queued), RetryScheduled: int(s.RetryScheduled), Matched: int(s.Matched),
+				Mismatched: int(s.Mismatched), Missing: int(s.Missing), DeadLettered: int(s.DeadLettered),
+				Unexpected: int(s.Unexpected)},
+			Open: int(s.Open), ProviderCalls: s.ProviderCalls, Throttles: s.Throttles, CreatedAt: s.CreatedAt,
+			CompletedAt: s.CompletedAt}
 		if r.Items > 0 {
 			r.ProgressPercent = math.Round(float64(r.Items-r.Open)/float64(r.Items)*1000) / 10
 		}
-		return r, err
-	})
-	if err != nil {
-		return nil, fmt.Errorf("read runs: %w", err)
-	}
-	if runs == nil {
-		runs = []RunStatus{}
+		runs[i] = r
 	}
 	return runs, nil
 }
@@ -377,33 +365,25 @@ func deadlineWarning(r RunStatus, ahead int, rate, configured float64, now, dead
 	return msg
 }
 
-// loadFailures reads the latest failed ticks, of d when set.
+// loadFailures reads the latest failed ticks, of d when set, each marked
+// resolved when its date has a run by now.
 func loadFailures(ctx context.Context, db DB, d payments.Date, n int) ([]SchedulerFailure, error) {
-	var date *string
-	if !d.IsZero() {
-		s := d.String()
-		date = &s
-	}
-	rows, err := db.Query(ctx, `
-		SELECT t.recorded_at, t.scheduled_at, t.business_date::text, t.source, t.scheduler, coalesce(t.error, ''),
-		       EXISTS (SELECT FROM runs r WHERE r.business_date = t.business_date)
-		  FROM schedule_ticks t
-		 WHERE t.outcome = 'failed' AND ($1::date IS NULL OR t.business_date = $1::date)
-		 ORDER BY t.recorded_at DESC, t.tick_id DESC
-		 LIMIT $2`, date, n)
+	fails, err := schedule.Failures(ctx, db, d, n)
 	if err != nil {
-		return nil, fmt.Errorf("read scheduler failures: %w", err)
+		return nil, err
 	}
-	fails, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (SchedulerFailure, error) {
-		var f SchedulerFailure
-		err := row.Scan(&f.RecordedAt, &f.ScheduledAt, &f.BusinessDate, &f.Source, &f.Scheduler, &f.Error, &f.Resolved)
-		return f, err
-	})
+	dates := make([]payments.Date, len(fails))
+	for i, f := range fails {
+		dates[i] = f.BusinessDate
+	}
+	resolved, err := ledger.DatesWithRuns(ctx, db, dates)
 	if err != nil {
-		return nil, fmt.Errorf("read scheduler failures: %w", err)
+		return nil, err
 	}
-	if fails == nil {
-		fails = []SchedulerFailure{}
+	out := make([]SchedulerFailure, len(fails))
+	for i, f := range fails {
+		out[i] = SchedulerFailure{RecordedAt: f.RecordedAt, ScheduledAt: f.ScheduledAt, BusinessDate: f.BusinessDate.String(),
+			Source: f.Source, Scheduler: f.Scheduler, Error: f.Error, Resolved: resolved[f.BusinessDate]}
 	}
-	return fails, nil
+	return out, nil
 }

@@ -12,7 +12,8 @@
 // not. A tick whose date's lock is held elsewhere (a slow enqueue still
 // running) is skipped with a log line. At start-up, ticks missed within
 // Config.CatchUp are enqueued, so a night without a scheduler is not lost.
-// Every tick's outcome, failures included, is recorded in schedule_ticks.
+// Every tick's outcome, failures included, is recorded in schedule_ticks,
+// which the package owns: status reads the failures through Failures.
 //
 // Time comes from a Clock, so tests drive the loop without sleeping.
 package schedule
@@ -29,6 +30,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/reconcile/reconcile/internal/enqueue"
+	"github.com/reconcile/reconcile/internal/ledger"
 	"github.com/reconcile/reconcile/internal/payments"
 )
 
@@ -208,12 +210,12 @@ func (s *Scheduler) CatchUp(ctx context.Context, now time.Time) []Tick {
 			continue
 		}
 		seen[d] = true
-		var exists bool
-		if err := s.pool.QueryRow(ctx, `SELECT EXISTS (SELECT FROM runs WHERE business_date = $1)`, d.String()).Scan(&exists); err != nil {
+		latest, err := ledger.LatestGeneration(ctx, s.pool, d)
+		if err != nil {
 			s.cfg.Logger.Error("catch-up: check for a run", "business_date", d.String(), "err", err)
 			continue
 		}
-		if exists {
+		if latest > 0 {
 			continue
 		}
 		ticks = append(ticks, s.Tick(ctx, at, true))

@@ -14,6 +14,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/reconcile/reconcile/internal/enqueue"
+	"github.com/reconcile/reconcile/internal/ledger"
 	"github.com/reconcile/reconcile/internal/payments"
 	"github.com/reconcile/reconcile/internal/pgtest"
 	"github.com/reconcile/reconcile/internal/queue"
@@ -497,10 +498,14 @@ func TestPruneAfterEachTick(t *testing.T) {
 		mu.Lock()
 		befores = append(befores, before)
 		mu.Unlock()
-		if _, err := q.PruneAcked(ctx, before, 2, false); err != nil {
+		completed, err := ledger.RunsCompletedBefore(ctx, b.pool, before)
+		if err != nil {
 			return err
 		}
-		_, err := schedule.PruneTicks(ctx, b.pool, before, false)
+		if _, err := q.PruneAcked(ctx, completed, 2, false); err != nil {
+			return err
+		}
+		_, err = schedule.PruneTicks(ctx, b.pool, before, completed, false)
 		return err
 	}
 	clock := newFakeClock(time.Date(2025, 12, 1, 2, 30, 0, 0, berlin))

@@ -1,0 +1,73 @@
+package consume
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+)
+
+// The consumers' tables for people: the heartbeats (consumers) and the
+// providers' circuits (provider_circuits), which consumers write and
+// `status` reads. The package owns both tables; nothing else runs SQL on
+// them.
+
+// Querier is what the read functions need: pgx.Tx, *pgx.Conn and
+// *pgxpool.Pool satisfy it.
+type Querier interface {
+	Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error)
+	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
+}
+
+// RunningConsumers counts the consumers whose latest heartbeat is after
+// since: those running now, give or take HeartbeatEvery. The table holds a
+// row per process and is read whole.
+func RunningConsumers(ctx context.Context, db Querier, since time.Time) (int, error) {
+	var n int
+	if err := db.QueryRow(ctx, `SELECT count(*) FROM consumers WHERE last_seen > $1`, since).Scan(&n); err != nil {
+		return 0, fmt.Errorf("count running consumers: %w", err)
+	}
+	return n, nil
+}
+
+// CircuitRow is the circuit of one provider as a consumer last changed it.
+type CircuitRow struct {
+	// Provider is the providers file's name; empty for a single provider.
+	Provider string
+	URL      string
+	// Open is true while calls are stopped but for a probe; OpenedAt and
+	// NextProbeAt are nil when closed.
+	Open        bool
+	OpenedAt    *time.Time
+	NextProbeAt *time.Time
+	// Cause is what opened the circuit, or the latest failure since.
+	Cause string
+	// Probes and Failures count since the circuit opened.
+	Probes   int
+	Failures int
+	// ChangedAt and ChangedBy say when and which consumer last changed it.
+	ChangedAt time.Time
+	ChangedBy string
+}
+
+// Circuits returns every provider's circuit row, by provider: the table
+// holds a row per provider and is read whole.
+func Circuits(ctx context.Context, db Querier) ([]CircuitRow, error) {
+	rows, err := db.Query(ctx, `
+		SELECT provider, url, open, opened_at, next_probe_at, cause, probes, failures, changed_at, changed_by
+		  FROM provider_circuits ORDER BY provider`)
+	if err != nil {
+		return nil, fmt.Errorf("read provider circuits: %w", err)
+	}
+	out, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (CircuitRow, error) {
+		var c CircuitRow
+		err := row.Scan(&c.Provider, &c.URL, &c.Open, &c.OpenedAt, &c.NextProbeAt, &c.Cause, &c.Probes, &c.Failures,
+			&c.ChangedAt, &c.ChangedBy)
+		return c, err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("read provider circuits: %w", err)
+	}
+	return out, nil
+}
