@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/http"
 	"net/http/httptest"
+	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -17,6 +18,7 @@ import (
 	"github.com/chromedp/chromedp"
 	"golang.org/x/crypto/bcrypt"
 
+	"github.com/reconcile/reconcile/internal/human"
 	"github.com/reconcile/reconcile/internal/providersim"
 )
 
@@ -49,9 +51,11 @@ func browser(t *testing.T) context.Context {
 }
 
 // TestConsoleInBrowser drives the console of a real run in headless
-// chromium: an auditor sees the runs, the run's chart and a verified chain,
-// sees no action and is refused the POST itself; an operator redrives a
-// dead letter and sees its transition; a cross-origin form post is refused.
+// chromium: an auditor sees the runs, the run's chart, a verified chain and
+// a mismatch's amounts in major units, sees no action and is refused the
+// POST itself; an operator redrives a dead letter and sees its transition,
+// and cancels a second night, which then reads as cancelled with who and
+// why; a cross-origin form post is refused.
 func TestConsoleInBrowser(t *testing.T) {
 	t.Parallel()
 	dy := newDay(t, "2026-10-24", 300, 11)
@@ -61,6 +65,9 @@ func TestConsoleInBrowser(t *testing.T) {
 	w.mustRun(t, "enqueue", "--date", dy.date, "--source", dy.path)
 	w.mustRun(t, "consume", "--until-done", "--concurrency", "8", "--rate", "300", "--burst", "20",
 		"--backoff-base", "10ms", "--backoff-cap", "100ms", "--progress", "off")
+	// A second night, enqueued and never consumed: the operator cancels it.
+	later := newDay(t, "2026-10-25", 40, 12)
+	w.mustRun(t, "enqueue", "--date", later.date, "--source", later.path)
 
 	users := filepath.Join(t.TempDir(), "htpasswd")
 	var file strings.Builder
@@ -95,6 +102,17 @@ func TestConsoleInBrowser(t *testing.T) {
 	if err := w.pool.QueryRow(context.Background(), `SELECT transaction_id FROM items
 		 WHERE state = 'dead_lettered' ORDER BY transaction_id LIMIT 1`).Scan(&deadID); err != nil {
 		t.Fatalf("the run has no dead letter: %v", err)
+	}
+	var mismatchID, currency, provCurrency string
+	var amount, provAmount int64
+	if err := w.pool.QueryRow(context.Background(), `SELECT transaction_id, amount_minor, currency, provider_amount_minor, provider_currency
+		  FROM items WHERE state = 'mismatched' AND provider_amount_minor IS NOT NULL ORDER BY transaction_id LIMIT 1`).
+		Scan(&mismatchID, &amount, &currency, &provAmount, &provCurrency); err != nil {
+		t.Fatalf("the run has no mismatch with the provider's amount: %v", err)
+	}
+	var laterID string
+	if err := w.pool.QueryRow(context.Background(), `SELECT run_id::text FROM runs WHERE business_date = $1`, later.date).Scan(&laterID); err != nil {
+		t.Fatal(err)
 	}
 	runURL := base + "/runs/" + runID
 	ctx := browser(t)
@@ -149,7 +167,8 @@ func TestConsoleInBrowser(t *testing.T) {
 
 	// The auditor.
 	login("bob")
-	if runs := text("runs page", `table.runs`); !strings.Contains(runs, "nightly-2026-10-24") || !strings.Contains(runs, "complete") {
+	if runs := text("runs page", `table.runs`); !strings.Contains(runs, "nightly-2026-10-24") || !strings.Contains(runs, "complete") ||
+		!strings.Contains(runs, "nightly-2026-10-25") || !strings.Contains(runs, "running") {
 		t.Errorf("runs page does not show the complete run:\n%s", runs)
 	}
 	shot("runs")
@@ -184,6 +203,18 @@ func TestConsoleInBrowser(t *testing.T) {
 	if v := text("verdict", `#chain-verdict`); !strings.Contains(v, "Hash chain verified") {
 		t.Errorf("chain verdict %q", v)
 	}
+	// A mismatch's amounts, the expected and the provider's, in major
+	// units with their currency; a dead letter has no provider's amount.
+	run("mismatched transaction", chromedp.Navigate(runURL+"/tx/"+url.PathEscape(mismatchID)), chromedp.WaitVisible(chromedp.CSS(`#reported`)))
+	if e, p := text("expected", `#expected`), text("provider", `#reported`); !strings.Contains(e, human.Money(amount, currency)) ||
+		!strings.Contains(p, human.Money(provAmount, provCurrency)) {
+		t.Errorf("transaction %s shows expected %q and provider %q, want %s and %s", mismatchID, e, p,
+			human.Money(amount, currency), human.Money(provAmount, provCurrency))
+	}
+	run("dead letter again", chromedp.Navigate(txURL), chromedp.WaitVisible(chromedp.CSS(`#reported`)))
+	if p := text("provider", `#reported`); !strings.Contains(p, "–") || regexp.MustCompile(`0x[0-9a-f]{4,}`).MatchString(p) {
+		t.Errorf("the dead letter's provider row %q, want a dash", p)
+	}
 	if code := postStatus(runURL + "/redrive"); code != http.StatusForbidden {
 		t.Errorf("the auditor's POST got %d, want 403", code)
 	}
@@ -209,6 +240,27 @@ func TestConsoleInBrowser(t *testing.T) {
 		t.Errorf("chain verdict after the redrive %q", v)
 	}
 	shot("transaction")
+	// The operator cancels the night nobody consumed: every page then says
+	// it is cancelled, by whom and why.
+	run("cancel preview", chromedp.Navigate(base+"/runs/"+laterID+"/cancel"), chromedp.WaitVisible(chromedp.CSS(`#preview-count`)))
+	if p := text("cancel preview", `#preview-count`); !strings.Contains(p, "40 item(s) will be cancelled") {
+		t.Errorf("cancel preview %q, want 40 items", p)
+	}
+	run("confirm the cancel", chromedp.SendKeys(chromedp.CSS(`input[name=note]`), "the export was truncated"),
+		chromedp.Submit(chromedp.CSS(`form.confirm`)), chromedp.WaitVisible(chromedp.CSS(`p.notice`)))
+	run("cancelled run", chromedp.Navigate(base+"/runs/"+laterID), chromedp.WaitVisible(chromedp.CSS(`#cancelled`)))
+	if c := text("cancelled", `#cancelled`); !strings.Contains(c, "Cancelled by alice@console") || !strings.Contains(c, "the export was truncated") ||
+		!strings.Contains(c, "40 item(s) were withdrawn") {
+		t.Errorf("the cancelled run's page says %q", c)
+	}
+	if st := text("state", `section.progress h2`); !strings.Contains(st, "cancelled") {
+		t.Errorf("the cancelled run's state reads %q", st)
+	}
+	run("runs after the cancel", chromedp.Navigate(base+"/"), chromedp.WaitVisible(chromedp.CSS(`table.runs`)))
+	if runs := text("runs page", `table.runs`); !strings.Contains(runs, "cancelled by alice@console: the export was truncated") {
+		t.Errorf("the runs page does not show the cancelled run with who and why:\n%s", runs)
+	}
+	shot("cancelled")
 	run("audit", chromedp.Navigate(base+"/audit?run="+runID), chromedp.WaitVisible(chromedp.CSS(`#audit-verdict`)))
 	if v := text("audit verdict", `#audit-verdict`); !strings.Contains(v, "Every chain verified") {
 		t.Errorf("audit verdict %q", v)

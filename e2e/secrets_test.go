@@ -109,20 +109,21 @@ func TestSecretsNeverLeak(t *testing.T) {
 			run(nil, 0, append([]string{"report", "--date", d.date}, g...)...)
 		}
 
-		// Unreachable or unparsable databases whose URL carries the
-		// password.
-		for _, bad := range []string{
-			"postgres://" + role + ":" + password + "@127.0.0.1:1/reconcile?connect_timeout=5",
-			"postgres://" + role + ":" + password + "@127.0.0.1:notaport/reconcile",
-			"host=127.0.0.1 port=1 user=" + role + " password=" + password + " dbname=reconcile connect_timeout=5",
-			"host=127.0.0.1 port=1 user=" + role + " password='" + password + "' dbname=reconcile sslmode=bogus",
+		// Unreachable (exit 1) or unparsable (bad input, exit 2) databases
+		// whose URL carries the password.
+		for bad, code := range map[string]int{
+			"postgres://" + role + ":" + password + "@127.0.0.1:1/reconcile?connect_timeout=5":                     1,
+			"postgres://" + role + ":" + password + "@127.0.0.1:notaport/reconcile":                                2,
+			"host=127.0.0.1 port=1 user=" + role + " password=" + password + " dbname=reconcile connect_timeout=5": 1,
+			"host=127.0.0.1 port=1 user=" + role + " password='" + password + "' dbname=reconcile sslmode=bogus":   2,
+			role + ":" + password + "@127.0.0.1/reconcile":                                                         2,
 		} {
 			env := append(w.env(), "DATABASE_URL="+bad)
 			for _, args := range [][]string{{"migrate"}, {"stats"}, {"consume", "--until-done"}, {"audit", "verify"}} {
 				res := w.run(t, env, append(args, g...)...)
 				outputs = append(outputs, res)
-				if res.code != 1 {
-					t.Errorf("want exit 1 for an unusable database:\n%s", res)
+				if res.code != code {
+					t.Errorf("want exit %d for an unusable database:\n%s", code, res)
 				}
 			}
 		}

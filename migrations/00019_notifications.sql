@@ -75,6 +75,12 @@ BEGIN
     IF EXISTS (SELECT FROM pg_roles WHERE rolname = 'reconcile_auditor') THEN
         GRANT SELECT ON notifications, notification_deliveries TO reconcile_auditor;
     END IF;
+    -- The console's cancel can complete a run, whose announcement is
+    -- written in the same transaction (00018 grants the same when it runs
+    -- after this one).
+    IF EXISTS (SELECT FROM pg_roles WHERE rolname = 'reconcile_console') THEN
+        GRANT INSERT ON notifications TO reconcile_console;
+    END IF;
 END
 $$;
 -- +goose StatementEnd

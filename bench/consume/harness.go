@@ -354,7 +354,7 @@ func execute(ctx context.Context, srv *server, sp spec, o options) (result, erro
 	}
 	res := result{spec: sp, elapsed: elapsed, sim: sim.Stats(), snap: c.Snapshot(), lim: lim.Snapshot(), goCPU: goCPU, pgCPU: pgCPU,
 		estimate: estimate, heapMax: heapMax, heapEnd: heapInUse()}
-	if cs, err := ledger.Completions(ctx, pool); err == nil && len(cs) == 1 {
+	if cs, err := ledger.Completions(ctx, pool, time.Time{}); err == nil && len(cs) == 1 {
 		res.took, res.unexpected = cs[0].Took, cs[0].Unexpected
 	}
 	if err := pool.QueryRow(ctx, `SELECT count(*) FROM items WHERE run_id = $1 AND terminal_at IS NOT NULL`, run.RunID).

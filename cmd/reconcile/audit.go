@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"flag"
 	"fmt"
 	"time"
 
@@ -15,11 +14,12 @@ import (
 
 // cmdAudit is `reconcile audit verify|grant`.
 func cmdAudit(ctx context.Context, e *env, args []string) error {
-	if len(args) == 0 || args[0] == "-h" || args[0] == "--help" || args[0] == "help" {
-		fmt.Fprint(e.stderr, `Usage: reconcile audit <verify|grant> [flags]
+	if len(args) == 0 || isHelp(args[0]) {
+		fmt.Fprint(e.usageOut(args), `Usage: reconcile audit <verify|grant> [flags]
 
   verify [--date D | --run ID] [--json]   recompute the ledger's hash chains; exit 1 on a broken link
-  grant ROLE                              make an existing login role a read-only auditor
+  grant [--console] ROLE                  make an existing login role a read-only auditor
+                                          (with --console: the role the web console connects with)
 
 Run `+"`reconcile audit verify -h`"+` for details.
 `)
@@ -119,20 +119,20 @@ func cmdAuditVerify(ctx context.Context, e *env, args []string) error {
 }
 
 func cmdAuditGrant(ctx context.Context, e *env, args []string) error {
-	fs := newFlagSet(e, "audit grant", "ROLE",
+	fs := newFlagSet(e, "audit grant", "[--console] ROLE",
 		"Make the existing login ROLE a member of reconcile_auditor: SELECT on the ledger tables and the\n"+
-			"auditor views, nothing else. Run it as the schema owner or a role allowed to grant roles.",
-		"reconcile audit grant auditor_jane")
+			"auditor views, nothing else. With --console, a member of reconcile_console instead: what\n"+
+			"`reconcile ui` needs (the auditor's reads, the queue's and limiters' rows its pages show, its\n"+
+			"sessions, and the writes of its actions), nothing else. Run it as the schema owner or a role\n"+
+			"allowed to grant roles.",
+		"reconcile audit grant --console reconcile_ui")
+	console := fs.Bool("console", false, "grant reconcile_console, the web console's role, instead of the auditor's")
 	// The role name is the one positional argument; flags may come first.
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return err
-		}
-		return usageError(fmt.Errorf("audit grant: %w", err))
+	if err := parseFlagsAndArgs(fs, args); err != nil {
+		return err
 	}
 	if fs.NArg() != 1 {
-		fs.Usage()
-		return usageErrorf("audit grant: want exactly one role name, got %d arguments", fs.NArg())
+		return usageErrorf("audit grant: want exactly one role name, got %d arguments (see reconcile audit grant --help)", fs.NArg())
 	}
 	role := fs.Arg(0)
 	_, pool, err := e.open(ctx)
@@ -140,12 +140,16 @@ func cmdAuditGrant(ctx context.Context, e *env, args []string) error {
 		return err
 	}
 	defer pool.Close()
-	if err := audit.Grant(ctx, pool, role); err != nil {
+	grant, group, what := audit.Grant, audit.AuditorRole, "it can read the ledger and nothing else"
+	if *console {
+		grant, group, what = audit.GrantConsole, audit.ConsoleRole, "it can run the web console (reconcile ui) and nothing else"
+	}
+	if err := grant(ctx, pool, role); err != nil {
 		if errors.Is(err, audit.ErrNoRole) {
 			return usageError(err)
 		}
 		return err
 	}
-	fmt.Fprintf(e.stdout, "granted %s to %s: it can read the ledger and nothing else\n", audit.AuditorRole, role)
+	fmt.Fprintf(e.stdout, "granted %s to %s: %s\n", group, role, what)
 	return nil
 }

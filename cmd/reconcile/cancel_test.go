@@ -5,6 +5,7 @@ import (
 	"context"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 )
@@ -54,6 +55,25 @@ func TestCancelCommand(t *testing.T) {
 	}
 	if code := run(cmdCancel, "--date", "2026-10-24", "--reason", "again"); code != 0 || !strings.Contains(stdout.String(), "nothing cancelled") {
 		t.Errorf("cancel of a complete run: exit %d, %q", code, stdout.String())
+	}
+	// status and report say the run was cancelled, by whom and why, and
+	// count the cancelled items: not "2 items: 0 matched, ..., 0 queued".
+	cancelled := regexp.MustCompile(`CANCELLED by \S+@\S+ at 20\d\d-\d\d-\d\dT[0-9:]+Z: wrong export`)
+	for _, c := range []struct {
+		cmd  func(context.Context, *env, []string) error
+		args []string
+		want string
+	}{
+		{cmdStatus, []string{"--date", "2026-10-24"}, "items     2: 0 matched, 0 mismatched, 0 missing, 0 dead-lettered, 2 cancelled, 0 queued"},
+		{cmdReport, []string{"--date", "2026-10-24"}, "2 items: 0 matched, 0 mismatched, 0 missing, 0 dead-lettered, 2 cancelled, 0 open"},
+	} {
+		if code := run(c.cmd, c.args...); code != 0 || !cancelled.MatchString(stdout.String()) || !strings.Contains(stdout.String(), c.want) {
+			t.Errorf("%v after the cancel: exit %d:\n%s", c.args, code, stdout.String())
+		}
+	}
+	if code := run(cmdReport, "--date", "2026-10-24", "--format", "json"); code != 0 ||
+		!strings.Contains(stdout.String(), `"cancelled": 2,`) || !strings.Contains(stdout.String(), `"cancel_reason": "wrong export"`) {
+		t.Errorf("report --format json after the cancel: exit %d:\n%s", code, stdout.String())
 	}
 	// The new file becomes generation 2.
 	if code := run(cmdEnqueue, "--date", "2026-10-24", "--source", fixed, "--rerun", "all"); code != 0 ||

@@ -40,10 +40,12 @@ func (g *globalFlags) register(fs *flag.FlagSet) {
 }
 
 // newFlagSet returns the flag set of a subcommand. synopsis is the usage line
-// after "reconcile NAME", example a complete command line.
+// after "reconcile NAME", example a complete command line. Its usage is
+// printed only when asked for (--help, `reconcile help NAME`), on standard
+// output; errors go to standard error as one line (see parseFlags).
 func newFlagSet(e *env, name, synopsis, description, example string) *flag.FlagSet {
 	fs := flag.NewFlagSet(name, flag.ContinueOnError)
-	fs.SetOutput(e.stderr)
+	fs.SetOutput(e.stdout)
 	e.global.register(fs)
 	fs.Usage = func() {
 		w := fs.Output()
@@ -58,6 +60,18 @@ func newFlagSet(e *env, name, synopsis, description, example string) *flag.FlagS
 // stray positional arguments. A bad flag gets one error line (printed by
 // main) with a hint, not the whole usage text; -h prints the usage.
 func parseFlags(fs *flag.FlagSet, args []string) error {
+	if err := parseFlagsAndArgs(fs, args); err != nil {
+		return err
+	}
+	if fs.NArg() > 0 {
+		return usageErrorf("%s: unexpected argument %q (flags start with --)", fs.Name(), fs.Arg(0))
+	}
+	return nil
+}
+
+// parseFlagsAndArgs is parseFlags for a subcommand that takes positional
+// arguments too (fs.Args()).
+func parseFlagsAndArgs(fs *flag.FlagSet, args []string) error {
 	out, usage := fs.Output(), fs.Usage
 	fs.SetOutput(io.Discard)
 	fs.Usage = func() {}
@@ -71,10 +85,19 @@ func parseFlags(fs *flag.FlagSet, args []string) error {
 		}
 		return usageErrorf("%s: %s (see reconcile %s --help)", fs.Name(), dashed(err), fs.Name())
 	}
-	if fs.NArg() > 0 {
-		return usageErrorf("%s: unexpected argument %q (flags start with --)", fs.Name(), fs.Arg(0))
-	}
 	return nil
+}
+
+// isHelp reports whether a subcommand's first argument asks for its usage.
+func isHelp(arg string) bool { return arg == "-h" || arg == "--help" || arg == "help" }
+
+// usageOut is where a command group's usage goes: standard output when it
+// was asked for, standard error when it comes with an error (no action).
+func (e *env) usageOut(args []string) io.Writer {
+	if len(args) == 0 {
+		return e.stderr
+	}
+	return e.stdout
 }
 
 // printFlags is flag.PrintDefaults with the flags spelled as the README
@@ -193,6 +216,9 @@ func (e *env) dial(ctx context.Context, logger *slog.Logger, maxConns int32) (*p
 		return nil, usageErrorf("no database configured: set DATABASE_URL (or PGHOST and friends), or try `reconcile demo`, which starts a throwaway one")
 	}
 	pool, err := dbconn.Open(ctx, dbconn.Config{URL: url, Logger: logger, MaxConns: maxConns})
+	if bad := (*dbconn.ConnStringError)(nil); errors.As(err, &bad) {
+		return nil, usageError(err) // bad input: exit 2
+	}
 	if err != nil {
 		return nil, err
 	}

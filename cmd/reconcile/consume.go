@@ -16,6 +16,7 @@ import (
 
 	"github.com/reconcile/reconcile/internal/consume"
 	"github.com/reconcile/reconcile/internal/decision"
+	"github.com/reconcile/reconcile/internal/human"
 	"github.com/reconcile/reconcile/internal/ledger"
 	"github.com/reconcile/reconcile/internal/limiter"
 	"github.com/reconcile/reconcile/internal/listing"
@@ -400,11 +401,11 @@ func watchConsumer(ctx context.Context, e *env, pool *pgxpool.Pool, logger *slog
 	return stop, nil
 }
 
-// printCompletions prints one line per run with its completion totals, and
-// for the runs completed since since whose items name providers, a line per
-// provider.
+// printCompletions prints one line per run this consumer saw complete
+// (completed at or after since) with its latest completion's totals, and
+// for those whose items name providers, a line per provider.
 func printCompletions(ctx context.Context, w io.Writer, pool *pgxpool.Pool, since time.Time) error {
-	cs, err := ledger.Completions(ctx, pool)
+	cs, err := ledger.Completions(ctx, pool, since)
 	if err != nil {
 		return err
 	}
@@ -417,15 +418,10 @@ func printCompletions(ctx context.Context, w io.Writer, pool *pgxpool.Pool, sinc
 		for _, l := range ls {
 			calls += int64(l.Calls)
 		}
-		fmt.Fprintf(w, "%s complete: %d items: %d matched, %d mismatched, %d missing, %d dead-lettered, %d unexpected; %d provider calls (%.3f per item), %d throttled; %s after enqueue\n",
-			c.ReconciliationID, c.Items, c.Matched, c.Mismatched, c.Missing, c.DeadLettered, c.Unexpected, calls,
-			float64(calls)/float64(max(c.Items, 1)), c.Throttles, c.Took.Round(time.Millisecond))
+		fmt.Fprintln(w, completionLine(c, calls))
 		for _, l := range ls {
-			fmt.Fprintf(w, "  listed %s: %s, %d pages, %d records, %d page calls%s\n", cmp.Or(l.Provider, "the provider"), l.State,
-				l.Pages, l.Records, l.Calls, reasonSuffix(l.Reason))
-		}
-		if c.CompletedAt.Before(since) {
-			continue
+			fmt.Fprintf(w, "  listed %s: %s, %s pages, %s records, %s page calls%s\n", cmp.Or(l.Provider, "the provider"), l.State,
+				count(l.Pages), count(l.Records), count(l.Calls), reasonSuffix(l.Reason))
 		}
 		totals, err := ledger.ProviderTotals(ctx, pool, c.RunID)
 		if err != nil {
@@ -435,8 +431,9 @@ func printCompletions(ctx context.Context, w io.Writer, pool *pgxpool.Pool, sinc
 			continue
 		}
 		for _, p := range totals {
-			fmt.Fprintf(w, "  provider %s: %d items: %d matched, %d mismatched, %d missing, %d dead-lettered; %d provider calls, %d throttled\n",
-				cmp.Or(p.Provider, "(default)"), p.Items, p.Matched, p.Mismatched, p.Missing, p.DeadLettered, p.ProviderCalls, p.Throttles)
+			fmt.Fprintf(w, "  provider %s: %s items: %s matched, %s mismatched, %s missing, %s dead-lettered; %s provider calls, %s throttled\n",
+				cmp.Or(p.Provider, "(default)"), count(p.Items), count(p.Matched), count(p.Mismatched), count(p.Missing),
+				count(p.DeadLettered), human.Count(p.ProviderCalls), human.Count(p.Throttles))
 		}
 	}
 	return nil
@@ -449,3 +446,30 @@ func reasonSuffix(reason string) string {
 	}
 	return ": " + reason
 }
+
+// completionLine says how a run ended: complete (the round after a
+// redrive), or cancelled with who and why, with its totals; calls is every
+// provider call the run took, the list pages of a listed run included.
+func completionLine(c ledger.Completion, calls int64) string {
+	how := "complete"
+	switch {
+	case c.CancelledBy != "":
+		how = fmt.Sprintf("cancelled by %s (%s)", c.CancelledBy, c.CancelReason)
+	case c.Round > 1:
+		how = fmt.Sprintf("complete again (round %d, after a redrive)", c.Round)
+	}
+	outcomes := fmt.Sprintf("%s matched, %s mismatched, %s missing, %s dead-lettered", count(c.Matched), count(c.Mismatched),
+		count(c.Missing), count(c.DeadLettered))
+	if c.Cancelled > 0 {
+		outcomes += ", " + count(c.Cancelled) + " cancelled"
+	}
+	if c.Unexpected > 0 {
+		outcomes += ", " + count(c.Unexpected) + " unexpected"
+	}
+	return fmt.Sprintf("%s %s: %s items: %s; %s provider calls (%s per item), %s throttled; %s after enqueue",
+		c.ReconciliationID, how, count(c.Items), outcomes, human.Count(calls),
+		human.Number(float64(calls)/float64(max(c.Items, 1))), human.Count(c.Throttles), human.Duration(c.Took))
+}
+
+// count writes an item count for people.
+func count(n int) string { return human.Count(int64(n)) }

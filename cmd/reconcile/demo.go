@@ -16,15 +16,27 @@ import (
 	"github.com/reconcile/reconcile/internal/decision"
 	"github.com/reconcile/reconcile/internal/enqueue"
 	"github.com/reconcile/reconcile/internal/ledger"
+	"github.com/reconcile/reconcile/internal/limiter"
 	"github.com/reconcile/reconcile/internal/listing"
 	"github.com/reconcile/reconcile/internal/payments"
 	"github.com/reconcile/reconcile/internal/providersim"
 	"github.com/reconcile/reconcile/internal/queue"
 )
 
-// demoLimiter is the demo's limiter row, so a demo on a shared database never
-// changes the real provider's setting.
+// demoLimiter is the demo's limiter row on a shared database (--database-url),
+// so that the demo never changes the real provider's setting there.
 const demoLimiter = "demo"
+
+// limiterName is the limiter row the demo paces its provider with: the
+// default one on its own throwaway database, so that status, limit show and
+// the console of a kept demo database show it as they show a real night's;
+// demoLimiter on a shared one.
+func (o demoOptions) limiterName() string {
+	if o.databaseURL != "" {
+		return demoLimiter
+	}
+	return limiter.DefaultName
+}
 
 // demoResult is what a demo found.
 type demoResult struct {
@@ -198,7 +210,7 @@ func runDemo(ctx context.Context, e *env, logger *slog.Logger, o demoOptions) (d
 		db.keep(w, example)
 	}
 	if o.ui {
-		return res, serveDemoConsole(ctx, e, logger, db.url)
+		return res, serveDemoConsole(ctx, e, logger, db.url, o.limiterName())
 	}
 	return res, nil
 }
@@ -237,7 +249,7 @@ func consumeDemoDay(ctx context.Context, e *env, pool *pgxpool.Pool, logger *slo
 		maxAttempts: def.MaxAttempts, backoffBase: 50 * time.Millisecond, backoffCap: time.Second, jitter: "full",
 		throttleDeadline: def.ThrottleDeadline, visibility: queue.DefaultVisibility, maxDeliveries: queue.DefaultMaxDeliveries,
 		grace: 5 * time.Second, providerURL: prov.url, profile: o.shape.String(), timeout: 5 * time.Second,
-		progress: o.progress, limiterName: demoLimiter, mode: o.mode.String(), listMargin: listing.DefaultMargin}
+		progress: o.progress, limiterName: o.limiterName(), mode: o.mode.String(), listMargin: listing.DefaultMargin}
 	if err := cf.validate(); err != nil {
 		return nil, err
 	}

@@ -14,7 +14,9 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/reconcile/reconcile/internal/human"
 	"github.com/reconcile/reconcile/internal/ledger"
+	"github.com/reconcile/reconcile/internal/limiter"
 	"github.com/reconcile/reconcile/internal/payments"
 	"github.com/reconcile/reconcile/internal/pgtest"
 	"github.com/reconcile/reconcile/internal/providersim"
@@ -201,6 +203,37 @@ func TestDemoFinishesOnAThrowawayDatabaseAndKeepsIt(t *testing.T) {
 	for _, q := range regexp.MustCompile(`(?m)^  (SELECT .*;)$`).FindAllStringSubmatch(out, -1) {
 		if _, err := conn.Exec(t.Context(), q[1]); err != nil {
 			t.Errorf("printed query %s: %v", q[1], err)
+		}
+	}
+	// status and limit show on the kept database show the limiter that
+	// paced the demo (set to the provider's first rate), not an untouched
+	// default.
+	var configured float64
+	if err := conn.QueryRow(t.Context(), `SELECT rate FROM rate_limiters WHERE name = $1`, limiter.DefaultName).
+		Scan(&configured); err != nil {
+		t.Fatalf("the demo's limiter is not the default one: %v", err)
+	}
+	kept := func(k string) string {
+		if k == "DATABASE_URL" {
+			return "host=" + m[1] + " user=postgres dbname=reconcile sslmode=disable"
+		}
+		return ""
+	}
+	for _, c := range []struct {
+		args  []string
+		wants []string
+	}{
+		{[]string{"status"}, []string{"configured " + human.Rate(configured), "limit set"}},
+		{[]string{"limit", "show"}, []string{"rate:           " + human.Rate(configured), "set at:"}},
+	} {
+		var stdout, stderr bytes.Buffer
+		if err := run(t.Context(), append(c.args, "--log-level", "error"), kept, strings.NewReader(""), &stdout, &stderr); err != nil {
+			t.Fatalf("%s on the kept database: %v\n%s", c.args, err, stderr.String())
+		}
+		for _, want := range c.wants {
+			if !strings.Contains(stdout.String(), want) || configured == limiter.DefaultRate {
+				t.Errorf("%s on the kept database does not show the demo's limiter (%s):\n%s", c.args, want, stdout.String())
+			}
 		}
 	}
 }

@@ -18,8 +18,8 @@ import (
 )
 
 func cmdDLQ(ctx context.Context, e *env, args []string) error {
-	if len(args) == 0 || args[0] == "-h" || args[0] == "--help" || args[0] == "help" {
-		fmt.Fprint(e.stderr, "Usage: reconcile dlq list [--run ID] [--json]\n       reconcile dlq redrive --run ID | --id ID ... | --all  [--dry-run]\n\n"+
+	if len(args) == 0 || isHelp(args[0]) {
+		fmt.Fprint(e.usageOut(args), "Usage: reconcile dlq list [--run ID] [--json]\n       reconcile dlq redrive --run ID | --id ID [ID ...] | --all  [--dry-run]\n\n"+
 			"List dead-lettered messages, or send them back to the queue with their ledger items requeued.\n\n"+
 			"Example:\n  reconcile dlq redrive --run nightly-2026-10-24 --dry-run\n")
 		if len(args) == 0 {
@@ -37,7 +37,7 @@ func cmdDLQ(ctx context.Context, e *env, args []string) error {
 }
 
 func cmdDLQRedrive(ctx context.Context, e *env, args []string) error {
-	fs := newFlagSet(e, "dlq redrive", "--run ID | --id ID ... | --all  [--dry-run]",
+	fs := newFlagSet(e, "dlq redrive", "--run ID | --id ID [ID ...] | --all  [--dry-run]",
 		"Send dead-lettered messages back to the queue (delivery count reset) and move their ledger items\n"+
 			"from dead_lettered to queued, with a recorded transition, in one transaction. Say which:\n"+
 			"--run (a run's UUID or its reconciliation id, e.g. nightly-2026-10-24), --id (message ids from\n"+
@@ -47,19 +47,40 @@ func cmdDLQRedrive(ctx context.Context, e *env, args []string) error {
 		"reconcile dlq redrive --run nightly-2026-10-24 --dry-run")
 	run := fs.String("run", "", "redrive only the dead letters of this run (UUID or reconciliation id)")
 	var ids stringList
-	fs.Var(&ids, "id", "redrive this message id (repeatable)")
+	fs.Var(&ids, "id", "redrive these message ids: --id 3038 3266, --id 3038,3266 or --id 3038 --id 3266")
 	all := fs.Bool("all", false, "redrive every dead letter of every run")
 	dryRun := fs.Bool("dry-run", false, "list what would be redriven; change nothing")
-	if err := parseFlags(fs, args); err != nil {
-		return err
+	// --id takes one id or several: --id 3038 3266, --id 3038,3266 and
+	// --id 3038 --id 3266 are the same. The flag package stops at the first
+	// argument that is not a flag, so the ids after it are taken here and
+	// the flags after them parsed again.
+	for rest := args; ; {
+		if err := parseFlagsAndArgs(fs, rest); err != nil {
+			return err
+		}
+		rest = fs.Args()
+		if len(rest) == 0 {
+			break
+		}
+		n := 0
+		for n < len(rest) && rest[n] != "" && strings.Trim(rest[n], "0123456789,") == "" {
+			n++
+		}
+		if n == 0 || len(ids) == 0 {
+			return usageErrorf("dlq redrive: unexpected argument %q (message ids go after --id)", rest[0])
+		}
+		ids = append(ids, rest[:n]...)
+		rest = rest[n:]
 	}
 	var f queue.Filter
-	for _, s := range ids {
-		id, err := strconv.ParseInt(s, 10, 64)
-		if err != nil || id <= 0 {
-			return usageErrorf("dlq redrive: --id %q: not a message id", s)
+	for _, list := range ids {
+		for _, s := range strings.Split(list, ",") {
+			id, err := strconv.ParseInt(s, 10, 64)
+			if err != nil || id <= 0 {
+				return usageErrorf("dlq redrive: --id %q: not a message id", s)
+			}
+			f.IDs = append(f.IDs, id)
 		}
-		f.IDs = append(f.IDs, id)
 	}
 	switch {
 	case *all && (*run != "" || len(ids) > 0):
@@ -76,33 +97,36 @@ func cmdDLQRedrive(ctx context.Context, e *env, args []string) error {
 		return err
 	}
 	q := queue.New(pool, queue.Config{Logger: logger})
-	if len(f.IDs) > 0 || *dryRun {
-		dls, err := q.DeadLetters(ctx, f)
-		if err != nil {
-			return err
-		}
-		if err := missingIDs(f.IDs, dls); err != nil {
-			return err
-		}
-		dls = slices.DeleteFunc(dls, func(d queue.DeadLetter) bool { return d.Reason == queue.ReasonCancelled })
-		if *dryRun {
-			for _, d := range dls {
-				fmt.Fprintf(e.stdout, "would redrive %d\t%s\t%s\t%s\n", d.ID, d.ReconciliationID, d.TransactionID, d.Reason)
-			}
-			fmt.Fprintf(e.stdout, "%d dead-lettered message(s) would go back to the queue (dry run: nothing changed)\n", len(dls))
-			return nil
-		}
+	dls, err := q.DeadLetters(ctx, f)
+	if err != nil {
+		return err
 	}
-	var n int
+	if err := missingIDs(f.IDs, dls); err != nil {
+		return err
+	}
+	n := len(dls)
+	dls = slices.DeleteFunc(dls, func(d queue.DeadLetter) bool { return d.Reason == queue.ReasonCancelled })
+	stay := ""
+	if withdrawn := n - len(dls); withdrawn > 0 {
+		stay = fmt.Sprintf("; %d of cancelled runs stay (never redriven: `reconcile enqueue --rerun all` checks a date again)", withdrawn)
+	}
+	if *dryRun {
+		for _, d := range dls {
+			fmt.Fprintf(e.stdout, "would redrive %d\t%s\t%s\t%s\n", d.ID, d.ReconciliationID, d.TransactionID, d.Reason)
+		}
+		fmt.Fprintf(e.stdout, "%d dead-lettered message(s) would go back to the queue%s (dry run: nothing changed)\n", len(dls), stay)
+		return nil
+	}
+	var redriven int
 	err = pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
 		var err error
-		n, err = enqueue.Requeue(ctx, q, tx, f, "redrive", actorName())
+		redriven, err = enqueue.Requeue(ctx, q, tx, f, "redrive", actorName())
 		return err
 	})
 	if err != nil {
 		return fmt.Errorf("redrive dead letters: %w", err)
 	}
-	fmt.Fprintf(e.stdout, "redrove %d dead-lettered message(s) back to the queue\n", n)
+	fmt.Fprintf(e.stdout, "redrove %d dead-lettered message(s) back to the queue%s\n", redriven, stay)
 	return nil
 }
 

@@ -113,3 +113,81 @@ func TestDLQRedriveAsksWhich(t *testing.T) {
 		t.Errorf("redrive --all: %v\n%s", err, stdout.String())
 	}
 }
+
+// TestDLQRedriveTakesSeveralIDs gives --id the way its usage shows it,
+// several ids after one flag, and the other spellings of the same.
+func TestDLQRedriveTakesSeveralIDs(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	e, stdout, conn := deadLetteredRun(t)
+	var a, b string
+	if err := conn.QueryRow(ctx, `SELECT min(message_id)::text, max(message_id)::text FROM queue_messages WHERE state = 'dead'`).Scan(&a, &b); err != nil {
+		t.Fatal(err)
+	}
+	for _, args := range [][]string{
+		{"--id", a, b, "--dry-run"},
+		{"--dry-run", "--id", a, b},
+		{"--id", a + "," + b, "--dry-run"},
+		{"--id", a, "--id", b, "--dry-run"},
+	} {
+		stdout.Reset()
+		if err := cmdDLQ(ctx, e, append([]string{"redrive", "--log-level", "error"}, args...)); err != nil {
+			t.Errorf("dlq redrive %s: %v", strings.Join(args, " "), err)
+			continue
+		}
+		if !strings.Contains(stdout.String(), "2 dead-lettered message(s) would go back") {
+			t.Errorf("dlq redrive %s printed:\n%s", strings.Join(args, " "), stdout)
+		}
+	}
+	for _, args := range [][]string{{"--id", a, "oops"}, {"--dry-run", a}, {"--id", a, "3x"}} {
+		err := cmdDLQ(ctx, e, append([]string{"redrive", "--log-level", "error"}, args...))
+		if exitCode(err, &bytes.Buffer{}) != 2 {
+			t.Errorf("dlq redrive %s: %v, want a usage error", strings.Join(args, " "), err)
+		}
+	}
+	stdout.Reset()
+	if err := cmdDLQ(ctx, e, []string{"redrive", "--log-level", "error", "--id", a, b}); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(stdout.String(), "redrove 2 ") || deadCount(t, conn) != 0 {
+		t.Errorf("redrive --id %s %s: %d dead left; printed:\n%s", a, b, deadCount(t, conn), stdout)
+	}
+}
+
+// TestDLQListLeavesOutCancelledLetters cancels a run whose third item was
+// open: its message is dead-lettered with reason cancelled and is never
+// redriven, so dlq list does not offer it (it counts it, and --cancelled
+// lists it), and a redrive of the run says it stays.
+func TestDLQListLeavesOutCancelledLetters(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	e, stdout, conn := deadLetteredRun(t)
+	if err := cmdCancel(ctx, e, []string{"--date", "2026-10-24", "--reason", "wrong export", "--log-level", "error"}); err != nil {
+		t.Fatal(err)
+	}
+	list := func(args ...string) string {
+		t.Helper()
+		stdout.Reset()
+		if err := cmdDLQ(ctx, e, append([]string{"list", "--log-level", "error"}, args...)); err != nil {
+			t.Fatal(err)
+		}
+		return stdout.String()
+	}
+	out := list()
+	if strings.Contains(out, "tx3") || !strings.Contains(out, "tx1") || !strings.Contains(out, "2 dead letter(s) (and 1 of cancelled runs, not redriven: --cancelled lists them)") {
+		t.Errorf("dlq list after a cancel:\n%s", out)
+	}
+	if out := list("--cancelled"); !strings.Contains(out, "tx3") || !strings.Contains(out, "3 dead letter(s);") {
+		t.Errorf("dlq list --cancelled:\n%s", out)
+	}
+	if out := list("--json"); strings.Contains(out, "tx3") {
+		t.Errorf("dlq list --json offers the cancelled letter:\n%s", out)
+	}
+	stdout.Reset()
+	if err := cmdDLQ(ctx, e, []string{"redrive", "--run", "nightly-2026-10-24", "--log-level", "error"}); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(stdout.String(), "redrove 2 dead-lettered message(s) back to the queue; 1 of cancelled runs stay") || deadCount(t, conn) != 1 {
+		t.Errorf("redrive of the cancelled run: %d dead left; printed:\n%s", deadCount(t, conn), stdout)
+	}
+}

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -8,14 +9,19 @@ import (
 	"log/slog"
 	"os"
 	"os/user"
+	"slices"
 	"strings"
 	"time"
 
+	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/reconcile/reconcile/internal/enqueue"
+	"github.com/reconcile/reconcile/internal/human"
+	"github.com/reconcile/reconcile/internal/ledger"
 	"github.com/reconcile/reconcile/internal/limiter"
 	"github.com/reconcile/reconcile/internal/payments"
+	"github.com/reconcile/reconcile/internal/profile"
 	"github.com/reconcile/reconcile/internal/queue"
 )
 
@@ -59,7 +65,7 @@ func cmdEnqueue(ctx context.Context, e *env, args []string) error {
 	if err != nil {
 		return err
 	}
-	return printEnqueueSummary(ctx, e.stdout, pool, req, res)
+	return printEnqueueSummary(ctx, e.stdout, pool, providers, req, res)
 }
 
 // enqueueRequest validates the flags of an enqueue into a request.
@@ -126,7 +132,7 @@ func runEnqueue(ctx context.Context, pool *pgxpool.Pool, logger *slog.Logger, ac
 	return res, err
 }
 
-func printEnqueueSummary(ctx context.Context, w io.Writer, pool *pgxpool.Pool, req enqueue.Request, res enqueue.Result) error {
+func printEnqueueSummary(ctx context.Context, w io.Writer, pool *pgxpool.Pool, providers *profile.Providers, req enqueue.Request, res enqueue.Result) error {
 	switch {
 	case res.Existing:
 		_, err := fmt.Fprintf(w, "run %s (%s, generation %d) exists already with %d items: nothing enqueued\n",
@@ -143,14 +149,95 @@ func printEnqueueSummary(ctx context.Context, w io.Writer, pool *pgxpool.Pool, r
 		return err
 	}
 	eta := "unknown"
-	if s, err := limiter.LoadSettings(ctx, pool, limiter.DefaultName); err == nil && s.Rate > 0 {
-		eta = (time.Duration(float64(res.Items) / s.Rate * float64(time.Second))).Round(time.Second).String() +
-			fmt.Sprintf(" at the configured %g/s", s.Rate)
+	if paces, err := loadPaces(ctx, pool, providers, res.RunID); err == nil {
+		eta = estimateConsumers(paces)
 	}
-	rate := float64(res.Items) / res.Elapsed.Seconds()
-	_, err := fmt.Fprintf(w, "run %s (%s, generation %d): %d items enqueued in %s (%.0f rows/s); a consumer needs %s\n",
-		res.RunID, res.ReconciliationID, res.Generation, res.Items, res.Elapsed.Round(time.Millisecond), rate, eta)
+	_, err := fmt.Fprintln(w, enqueuedLine(res, eta))
 	return err
+}
+
+// enqueuedLine is the line a new run's enqueue ends with: the run, its
+// items, how fast they were written and eta, the consumers' estimate.
+func enqueuedLine(res enqueue.Result, eta string) string {
+	rate := float64(res.Items) / res.Elapsed.Seconds()
+	return fmt.Sprintf("run %s (%s, generation %d): %s items enqueued in %s (%s rows/s); %s",
+		res.RunID, res.ReconciliationID, res.Generation, human.Count(int64(res.Items)), human.Duration(res.Elapsed),
+		human.Number(rate), eta)
+}
+
+// providerPace is one provider's part of a run: its items and the rate its
+// limiter will let consumers call it at.
+type providerPace struct {
+	provider string // the providers file's name; empty: the default provider
+	items    int
+	rate     float64
+	// from says where the rate comes from: stored (limit set, or seeded
+	// by an earlier consumer), the providers file, or the default.
+	from string
+}
+
+func (p providerPace) need() time.Duration {
+	return time.Duration(float64(p.items) / p.rate * float64(time.Second))
+}
+
+// loadPaces reads a run's items per provider and the rate each provider's
+// limiter will allow: its stored settings, else the providers file's rate
+// (which a consumer seeds the limiter with), else the default.
+func loadPaces(ctx context.Context, pool *pgxpool.Pool, providers *profile.Providers, runID uuid.UUID) ([]providerPace, error) {
+	totals, err := ledger.ProviderTotals(ctx, pool, runID)
+	if err != nil {
+		return nil, err
+	}
+	var paces []providerPace
+	for _, t := range totals {
+		name := limiter.DefaultName
+		if t.Provider != "" {
+			name = providerLimiter(t.Provider)
+		}
+		st, err := limiter.LoadState(ctx, pool, name)
+		if err != nil {
+			return nil, err
+		}
+		p := providerPace{provider: t.Provider, items: t.Items, rate: st.Rate, from: "the configured"}
+		if !st.Stored {
+			p.from = "the default"
+			if entry, ok := lookupProvider(providers, t.Provider); ok && entry.Rate > 0 {
+				p.rate, p.from = entry.Rate, "the providers file's"
+			}
+		}
+		if p.rate > 0 {
+			paces = append(paces, p)
+		}
+	}
+	return paces, nil
+}
+
+// lookupProvider finds a provider in a providers file; none without one.
+func lookupProvider(p *profile.Providers, name string) (profile.ProviderEntry, bool) {
+	if p == nil {
+		return profile.ProviderEntry{}, false
+	}
+	return p.Lookup(name)
+}
+
+// estimateConsumers says how long consumers need for paces: each provider
+// has a limiter of its own and they are called side by side, so the
+// slowest provider sets the time.
+func estimateConsumers(paces []providerPace) string {
+	switch len(paces) {
+	case 0:
+		return "a consumer needs an unknown time"
+	case 1:
+		p := paces[0]
+		return fmt.Sprintf("a consumer needs %s at %s %s", human.Duration(p.need()), p.from, human.Rate(p.rate))
+	}
+	slices.SortStableFunc(paces, func(a, b providerPace) int { return cmp.Compare(b.need(), a.need()) })
+	parts := make([]string, len(paces))
+	for i, p := range paces {
+		parts[i] = fmt.Sprintf("%s %s items at %s %s (%s)", cmp.Or(p.provider, "(default)"), human.Count(int64(p.items)),
+			p.from, human.Rate(p.rate), human.Duration(p.need()))
+	}
+	return fmt.Sprintf("consumers need %s, the slowest provider's time: %s", human.Duration(paces[0].need()), strings.Join(parts, ", "))
 }
 
 // actorName identifies the person or process enqueuing: user@host.

@@ -49,6 +49,9 @@ var owners = map[string][]string{
 	// consumers write.
 	"consumers":         {"internal/consume"},
 	"provider_circuits": {"internal/consume"},
+	// The console's sessions and failed logins.
+	"console_sessions":       {"internal/console"},
+	"console_login_failures": {"internal/console"},
 	// The scheduler's record of its ticks.
 	"schedule_ticks": {"internal/schedule"},
 	// The announcements of runs to webhooks and their deliveries: the

@@ -8,13 +8,14 @@ import (
 	"math"
 	"time"
 
+	"github.com/reconcile/reconcile/internal/human"
 	"github.com/reconcile/reconcile/internal/limiter"
 	"github.com/reconcile/reconcile/internal/payments"
 )
 
 func cmdLimit(ctx context.Context, e *env, args []string) error {
-	if len(args) == 0 || args[0] == "-h" || args[0] == "--help" || args[0] == "help" {
-		fmt.Fprintf(e.stderr, "Usage: reconcile limit show [--provider NAME | --name NAME] [--json]\n       reconcile limit set [--rate R] [--burst B] [--provider NAME | --name NAME]\n\n"+
+	if len(args) == 0 || isHelp(args[0]) {
+		fmt.Fprintf(e.usageOut(args), "Usage: reconcile limit show [--provider NAME | --name NAME] [--json]\n       reconcile limit set [--rate R] [--burst B] [--provider NAME | --name NAME]\n\n"+
 			"Show or change the provider's rate limit, shared by every consumer through the database.\n"+
 			"With a providers file each provider has its own: --provider names it.\n"+
 			"Running consumers apply a change within a second. Without a stored setting the limit is\n"+
@@ -87,21 +88,21 @@ func cmdLimitShow(ctx context.Context, e *env, args []string) error {
 	}
 	fmt.Fprintf(e.stdout, "limiter:        %s\n", s.Name)
 	if s.Stored {
-		fmt.Fprintf(e.stdout, "rate:           %g/s\nburst:          %d\n", s.Rate, s.Burst)
+		fmt.Fprintf(e.stdout, "rate:           %s\nburst:          %d\n", human.Rate(s.Rate), s.Burst)
 		fmt.Fprintf(e.stdout, "set at:         %s\n", s.SettingsUpdatedAt.Format(time.RFC3339))
 		if !s.ExpiresAt.IsZero() {
-			fmt.Fprintf(e.stdout, "until:          %s, then rate %g/s, burst %d\n", s.ExpiresAt.Format(time.RFC3339), s.Restore.Rate, s.Restore.Burst)
+			fmt.Fprintf(e.stdout, "until:          %s, then rate %s, burst %d\n", s.ExpiresAt.Format(time.RFC3339), human.Rate(s.Restore.Rate), s.Restore.Burst)
 		}
 	} else {
-		fmt.Fprintf(e.stdout, "rate:           %g/s (default)\nburst:          %d (default)\n", s.Rate, s.Burst)
+		fmt.Fprintf(e.stdout, "rate:           %s (default)\nburst:          %d (default)\n", human.Rate(s.Rate), s.Burst)
 	}
-	fmt.Fprintf(e.stdout, "effective rate: %g/s\n", math.Round(s.EffectiveRate*1000)/1000)
+	fmt.Fprintf(e.stdout, "effective rate: %s\n", human.Rate(s.EffectiveRate))
 	if s.PenaltyLeft > 0 {
-		fmt.Fprintf(e.stdout, "penalty until:  %s (%s from now)\n", s.PenaltyUntil.Format(time.RFC3339), s.PenaltyLeft.Round(time.Second))
+		fmt.Fprintf(e.stdout, "penalty until:  %s (%s from now)\n", s.PenaltyUntil.Format(time.RFC3339), human.Duration(s.PenaltyLeft))
 	} else {
 		fmt.Fprintf(e.stdout, "penalty:        none\n")
 	}
-	fmt.Fprintf(e.stdout, "throttles:      %d\n", s.Throttles)
+	fmt.Fprintf(e.stdout, "throttles:      %s\n", human.Count(s.Throttles))
 	return nil
 }
 
@@ -157,7 +158,7 @@ func cmdLimitSet(ctx context.Context, e *env, args []string) error {
 	if err := limiter.SaveSettings(ctx, pool, *name, s, limiter.SetBy{Actor: actorName(), Reason: *reason, For: *forDur}); err != nil {
 		return err
 	}
-	fmt.Fprintf(e.stdout, "limiter %s: rate %g/s, burst %d", *name, s.Rate, s.Burst)
+	fmt.Fprintf(e.stdout, "limiter %s: rate %s, burst %d", *name, human.Rate(s.Rate), s.Burst)
 	if *forDur > 0 {
 		fmt.Fprintf(e.stdout, " for %s, then back to what it was (a running consumer restores it)", *forDur)
 	}

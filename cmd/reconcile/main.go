@@ -77,7 +77,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdin i
 	fs.Usage = func() {}
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
-			usage(stderr)
+			usage(stdout)
 			return err
 		}
 		return usageErrorf("%s (run `reconcile help`)", dashed(err))

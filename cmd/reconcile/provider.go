@@ -68,7 +68,9 @@ func cmdProvider(ctx context.Context, e *env, args []string) error {
 	case "check":
 		return cmdProviderCheck(ctx, e, args[1:])
 	case "-h", "--help", "help":
-		fmt.Fprintln(e.stdout, usage)
+		fmt.Fprint(e.stdout, "Usage: reconcile provider profiles\n       reconcile provider check --profile P --id ID\n\n"+
+			"List the built-in provider profiles, or check one against the provider with one call.\n"+
+			"Run `reconcile provider check --help` for its flags.\n")
 		return nil
 	}
 	return usageErrorf("provider: unknown subcommand %q (%s)", args[0], usage)

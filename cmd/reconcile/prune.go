@@ -32,6 +32,11 @@ func cmdPrune(ctx context.Context, e *env, args []string) error {
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
+	// No default: a deletion nobody sized is not one to make for them, and
+	// a dry run is a rehearsal of a real one.
+	if *olderThan == "" {
+		return usageErrorf("prune: --older-than is required: how long ago a run must have completed for its queue data to go, e.g. --older-than 90d (nothing was deleted)")
+	}
 	age, err := parseAge("prune: --older-than", *olderThan)
 	if err != nil {
 		return err

@@ -125,3 +125,19 @@ func TestSchedulePruneAfterRejectsABadAge(t *testing.T) {
 		t.Fatalf("bad --prune-after: exit %d, %q", exitCode(err, &strings.Builder{}), msg.String())
 	}
 }
+
+// TestPruneSaysOlderThanIsRequired runs prune, dry or not, without an age:
+// one line saying the flag is required and what it means (exit 2), not a
+// complaint about the empty string it was not given.
+func TestPruneSaysOlderThanIsRequired(t *testing.T) {
+	t.Parallel()
+	for _, args := range [][]string{{"--dry-run"}, {}} {
+		var stdout, stderr strings.Builder
+		err := run(context.Background(), append([]string{"prune"}, args...), func(string) string { return "" },
+			strings.NewReader(""), &stdout, &stderr)
+		code := exitCode(err, &stderr)
+		if code != 2 || !strings.Contains(stderr.String(), "--older-than is required") || strings.Contains(stderr.String(), `""`) {
+			t.Errorf("prune %s: exit %d, stderr %q", strings.Join(args, " "), code, stderr.String())
+		}
+	}
+}

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"slices"
 	"strconv"
 	"strings"
 	"text/tabwriter"
@@ -13,6 +14,7 @@ import (
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/reconcile/reconcile/internal/human"
 	"github.com/reconcile/reconcile/internal/ledger"
 	"github.com/reconcile/reconcile/internal/queue"
 )
@@ -117,13 +119,15 @@ func cmdStats(ctx context.Context, e *env, args []string) error {
 }
 
 func cmdDLQList(ctx context.Context, e *env, args []string) error {
-	fs := newFlagSet(e, "dlq list", "[--run ID] [--json]",
+	fs := newFlagSet(e, "dlq list", "[--run ID] [--json] [--cancelled]",
 		"List dead-lettered messages in message id order (the order they were enqueued): message id,\n"+
 			"run, transaction, reason, delivery count, provider attempts (the ledger's count, as in the\n"+
-			"report), how long ago it was dead-lettered and the last error.",
+			"report), how long ago it was dead-lettered and the last error. The messages of cancelled runs\n"+
+			"(reason cancelled) are not redriven, so they are left out and counted; --cancelled lists them.",
 		"reconcile dlq list --run nightly-2026-10-24")
 	run := fs.String("run", "", "list only the dead letters of this run (UUID or reconciliation id)")
 	asJSON := fs.Bool("json", false, "print JSON instead of a table")
+	cancelled := fs.Bool("cancelled", false, "list the messages of cancelled runs too (they are never redriven)")
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
@@ -139,6 +143,12 @@ func cmdDLQList(ctx context.Context, e *env, args []string) error {
 	dls, err := queue.New(pool, queue.Config{Logger: logger}).DeadLetters(ctx, f)
 	if err != nil {
 		return err
+	}
+	withdrawn := 0
+	if !*cancelled {
+		n := len(dls)
+		dls = slices.DeleteFunc(dls, func(d queue.DeadLetter) bool { return d.Reason == queue.ReasonCancelled })
+		withdrawn = n - len(dls)
 	}
 	attempts, err := itemAttempts(ctx, pool, dls)
 	if err != nil {
@@ -167,8 +177,12 @@ func cmdDLQList(ctx context.Context, e *env, args []string) error {
 		}
 		return writeJSON(e.stdout, out)
 	}
+	note := ""
+	if withdrawn > 0 {
+		note = fmt.Sprintf(" (and %s of cancelled runs, not redriven: --cancelled lists them)", human.Count(int64(withdrawn)))
+	}
 	if len(dls) == 0 {
-		fmt.Fprintln(e.stdout, "no dead letters")
+		fmt.Fprintf(e.stdout, "no dead letters%s\n", note)
 		return nil
 	}
 	tw := tabwriter.NewWriter(e.stdout, 0, 0, 2, ' ', 0)
@@ -180,7 +194,7 @@ func cmdDLQList(ctx context.Context, e *env, args []string) error {
 	if err := tw.Flush(); err != nil {
 		return err
 	}
-	fmt.Fprintf(e.stdout, "%d dead letter(s); send them back with `reconcile dlq redrive`\n", len(dls))
+	fmt.Fprintf(e.stdout, "%s dead letter(s)%s; send them back with `reconcile dlq redrive`\n", human.Count(int64(len(dls))), note)
 	return nil
 }
 
@@ -203,12 +217,12 @@ func itemAttempts(ctx context.Context, pool *pgxpool.Pool, dls []queue.DeadLette
 	return out, nil
 }
 
-// age renders a duration for a table: whole seconds, "-" for none.
+// age renders a duration for a table (human.Duration), "-" for none.
 func age(d time.Duration) string {
 	if d <= 0 {
 		return "-"
 	}
-	return d.Round(time.Second).String()
+	return human.Duration(d)
 }
 
 // excerpt cuts s to at most n runes, on one line.

@@ -4,10 +4,16 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 	"unicode"
+
+	"github.com/google/uuid"
+
+	"github.com/reconcile/reconcile/internal/enqueue"
 )
 
 // readmeMaxLines is the longest the README may be: a newcomer reads it in
@@ -237,4 +243,54 @@ func readFile(t *testing.T, path string) string {
 		t.Fatal(err)
 	}
 	return string(b)
+}
+
+// TestDocsSpeakOfThePaymentFile keeps the documentation in the project's
+// words: what a provider's answer is compared with is the payment file's
+// record, not "the game's" (a reader who runs no game cannot tell what
+// that is).
+func TestDocsSpeakOfThePaymentFile(t *testing.T) {
+	t.Parallel()
+	files, err := filepath.Glob(filepath.Join(docsDir, "*.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	word := regexp.MustCompile(`(?i)\bgame`)
+	for _, f := range append(files, readmePath) {
+		for i, line := range strings.Split(readFile(t, f), "\n") {
+			if word.MatchString(line) {
+				t.Errorf("%s:%d speaks of a game: %s", filepath.Base(f), i+1, line)
+			}
+		}
+	}
+}
+
+// TestReadmeNightByHand keeps the README's night by hand one a newcomer can
+// follow: it says where a database comes from without one of their own,
+// sets the provider's limit before the first consumer runs (a night at the
+// default 10/s against a provider that allows 50/s takes five times as
+// long), and shows enqueue's line as enqueue prints it.
+func TestReadmeNightByHand(t *testing.T) {
+	t.Parallel()
+	readme := readFile(t, readmePath)
+	_, section, ok := strings.Cut(readme, "\n## A night, by hand\n")
+	if !ok {
+		t.Fatal(`README.md has no "## A night, by hand" section`)
+	}
+	section, _, _ = strings.Cut(section, "\n## ")
+	if !strings.Contains(section, "reconcile demo --keep") || !strings.Contains(section, "DATABASE_URL") {
+		t.Error("the night by hand does not say how to get a database (reconcile demo --keep) and export DATABASE_URL")
+	}
+	limit, consume := strings.Index(section, "\nreconcile limit set --rate "), strings.Index(section, "\nreconcile consume ")
+	if limit < 0 || consume < 0 || limit > consume {
+		t.Error("the night by hand does not set the provider's limit (reconcile limit set --rate) before reconcile consume")
+	}
+	const runID = "8cf1a5d2-0c3e-4f6b-9a7d-1e2f3a4b5c6d"
+	res := enqueue.Result{RunID: uuid.MustParse(runID), ReconciliationID: "nightly-2026-10-24", Generation: 1,
+		Items: 18000, Elapsed: 341 * time.Millisecond}
+	eta := estimateConsumers([]providerPace{{items: 18000, rate: 50, from: "the configured"}})
+	want := "# " + strings.Replace(enqueuedLine(res, eta), runID, "8cf1…", 1)
+	if !slices.Contains(strings.Split(section, "\n"), want) {
+		t.Errorf("the night by hand does not show enqueue's line for 18,000 items in 341ms at the configured 50/s as enqueue prints it:\n%s", want)
+	}
 }

@@ -45,24 +45,29 @@ func cmdReport(ctx context.Context, e *env, args []string) error {
 		return err
 	}
 	defer pool.Close()
-	rep, err := report.Load(ctx, pool, report.Options{Date: d, Generation: *generation, All: *all})
+	opts := report.Options{Date: d, Generation: *generation, All: *all}
+	// CSV and JSON stream from the ledger, in bounded memory whatever the
+	// run's size; the table is aligned over the whole report.
+	write := func(w io.Writer) error { return report.Write(ctx, pool, opts, *format, w) }
+	if *format == "table" {
+		rep, err := report.Load(ctx, pool, opts)
+		if err != nil {
+			return reportErr(err)
+		}
+		write = rep.WriteTable
+	}
+	if *out == "" {
+		return reportErr(write(e.stdout))
+	}
+	return reportErr(writeFileAtomic(*out, write))
+}
+
+// reportErr makes a date without a run bad input (exit 2).
+func reportErr(err error) error {
 	if errors.Is(err, report.ErrNoRun) {
 		return usageError(fmt.Errorf("%w (see `reconcile status` for the dates that have runs)", err))
 	}
-	if err != nil {
-		return err
-	}
-	write := rep.WriteTable
-	switch *format {
-	case "csv":
-		write = rep.WriteCSV
-	case "json":
-		write = rep.WriteJSON
-	}
-	if *out == "" {
-		return write(e.stdout)
-	}
-	return writeFileAtomic(*out, write)
+	return err
 }
 
 // writeFileAtomic writes to a temporary file beside path and renames it over

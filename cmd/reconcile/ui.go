@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
-	"net/http"
 	"net/netip"
 	"os"
 	"strings"
@@ -31,6 +30,7 @@ type uiFlags struct {
 	insecureLocal    bool
 	limiter          string
 	statementTimeout time.Duration
+	maxExports       int
 	metricsAddr      string
 }
 
@@ -48,10 +48,11 @@ with --insecure-local, and then everyone is an operator.`,
 	fs.StringVar(&f.users, "users", "", "htpasswd file of bcrypt entries (name:$2y$...)")
 	fs.StringVar(&f.operators, "operators", "", "comma-separated users who may act (the others are auditors)")
 	fs.StringVar(&f.authHeader, "auth-header", "", "request header with the user name set by a trusted reverse proxy, e.g. X-Forwarded-User")
-	fs.StringVar(&f.trustedProxies, "trusted-proxies", "", "comma-separated CIDRs the --auth-header is accepted from")
+	fs.StringVar(&f.trustedProxies, "trusted-proxies", "", "comma-separated CIDRs the --auth-header is accepted from; with --users, the proxies whose X-Forwarded-For names the client for the login limits")
 	fs.BoolVar(&f.insecureLocal, "insecure-local", false, "no authentication (loopback --addr only): everyone is an operator")
 	fs.StringVar(&f.limiter, "limiter", limiter.DefaultName, "limiter whose limits a run's chart shows")
 	fs.DurationVar(&f.statementTimeout, "statement-timeout", 2*time.Second, "timeout of each statement of a page")
+	fs.IntVar(&f.maxExports, "max-exports", 2, "exports, verifications and audit bundles at once (one per user), each on a database connection of its own")
 	fs.StringVar(&f.metricsAddr, "metrics-addr", "", "serve the database's metrics (runs, deadlines, queue, consumers' heartbeats, webhook deliveries) at http://ADDR/metrics; empty: off")
 	if err := parseFlags(fs, args); err != nil {
 		return err
@@ -60,12 +61,15 @@ with --insecure-local, and then everyone is an operator.`,
 	if err != nil {
 		return err
 	}
+	if f.maxExports < 1 {
+		return usageErrorf("ui: --max-exports %d: want at least 1", f.maxExports)
+	}
 	logger, pool, err := e.open(ctx)
 	if err != nil {
 		return err
 	}
 	defer pool.Close()
-	cfg := console.Config{Auth: auth, Limiter: f.limiter, StatementTimeout: f.statementTimeout}
+	cfg := console.Config{Auth: auth, Limiter: f.limiter, StatementTimeout: f.statementTimeout, MaxExports: f.maxExports}
 	if f.metricsAddr == "" {
 		return serveConsole(ctx, e, logger, pool, f.addr, cfg)
 	}
@@ -124,8 +128,8 @@ func (f uiFlags) auth() (console.Auth, error) {
 		}
 	}
 	if f.trustedProxies != "" {
-		if f.authHeader == "" {
-			return a, usageErrorf("ui: --trusted-proxies needs --auth-header")
+		if f.authHeader == "" && f.users == "" {
+			return a, usageErrorf("ui: --trusted-proxies goes with --auth-header or --users")
 		}
 		for _, c := range strings.Split(f.trustedProxies, ",") {
 			p, err := netip.ParsePrefix(strings.TrimSpace(c))
@@ -144,23 +148,10 @@ func (f uiFlags) auth() (console.Auth, error) {
 		return a, usageErrorf("ui: give one of --users, --auth-header or --insecure-local")
 	case modes == 0:
 		return a, usageErrorf("ui: no authentication: give --users FILE or --auth-header with --trusted-proxies (or, on a loopback --addr, --insecure-local)")
-	case a.Local && !loopback(f.addr):
+	case a.Local && !console.LoopbackAddr(f.addr):
 		return a, usageErrorf("ui: --insecure-local needs a loopback --addr such as 127.0.0.1:8080, not %q", f.addr)
 	}
 	return a, nil
-}
-
-// loopback reports whether addr listens only on a loopback address.
-func loopback(addr string) bool {
-	host, _, err := net.SplitHostPort(addr)
-	if err != nil {
-		return false
-	}
-	if host == "localhost" {
-		return true
-	}
-	ip, err := netip.ParseAddr(host)
-	return err == nil && ip.IsLoopback()
 }
 
 // serveConsole serves the console on addr until ctx ends, printing its URL
@@ -171,13 +162,12 @@ func serveConsole(ctx context.Context, e *env, logger *slog.Logger, pool *pgxpoo
 	if err != nil {
 		return err
 	}
+	defer h.Close()
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
 		return usageErrorf("ui: --addr %s: %v", addr, err)
 	}
-	srv := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 2 * time.Minute,
-		ErrorLog: slog.NewLogLogger(logger.Handler(), slog.LevelWarn)}
-	return httpserve.Serve(ctx, srv, ln, func(a net.Addr) {
+	return httpserve.Serve(ctx, h.NewServer(logger), ln, func(a net.Addr) {
 		fmt.Fprintf(e.stdout, "console: http://%s/\n", a)
 		logger.Info("console listening", "addr", a.String())
 	})
@@ -185,12 +175,12 @@ func serveConsole(ctx context.Context, e *env, logger *slog.Logger, pool *pgxpoo
 
 // serveDemoConsole serves the console of a kept demo database on a free
 // loopback port, without logins, until interrupted.
-func serveDemoConsole(ctx context.Context, e *env, logger *slog.Logger, url string) error {
+func serveDemoConsole(ctx context.Context, e *env, logger *slog.Logger, url, limiterName string) error {
 	pool, err := dbconn.Open(ctx, dbconn.Config{URL: url, Logger: logger})
 	if err != nil {
 		return err
 	}
 	defer pool.Close()
 	fmt.Fprintln(e.stdout, "\nThe console shows the demo's run; stop it with Ctrl-C (the database stays).")
-	return serveConsole(ctx, e, logger, pool, "127.0.0.1:0", console.Config{Auth: console.Auth{Local: true}, Limiter: demoLimiter})
+	return serveConsole(ctx, e, logger, pool, "127.0.0.1:0", console.Config{Auth: console.Auth{Local: true}, Limiter: limiterName})
 }

@@ -32,6 +32,11 @@ import (
 // AuditorRole is the read-only group role created by the migrations.
 const AuditorRole = "reconcile_auditor"
 
+// ConsoleRole is the web console's group role created by the migrations:
+// the auditor's reads, the queue's and limiter's rows the console shows,
+// its sessions and the writes of its actions.
+const ConsoleRole = "reconcile_console"
+
 // MaxBreaks caps Report.Breaks; further broken items are only counted.
 const MaxBreaks = 100
 
@@ -300,20 +305,31 @@ func (r *Report) addBreak(b Break) {
 // the role (superuser, CREATEROLE, or ADMIN OPTION on it). Granting twice is
 // a no-op.
 func Grant(ctx context.Context, db Execer, role string) error {
+	return grant(ctx, db, AuditorRole, role)
+}
+
+// GrantConsole makes the existing role a member of reconcile_console, the
+// role `reconcile ui` connects with: it may do what the console's pages and
+// actions do and nothing else. The same rights as Grant are needed.
+func GrantConsole(ctx context.Context, db Execer, role string) error {
+	return grant(ctx, db, ConsoleRole, role)
+}
+
+func grant(ctx context.Context, db Execer, group, role string) error {
 	if role == "" {
-		return errors.New("grant auditor role: empty role name")
+		return fmt.Errorf("grant %s: empty role name", group)
 	}
 	var exists bool
 	if err := db.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM pg_roles WHERE rolname = $1)`, role).Scan(&exists); err != nil {
-		return fmt.Errorf("grant %s to %q: look up role: %w", AuditorRole, role, err)
+		return fmt.Errorf("grant %s to %q: look up role: %w", group, role, err)
 	}
 	if !exists {
-		return fmt.Errorf("grant %s to %q: %w", AuditorRole, role, ErrNoRole)
+		return fmt.Errorf("grant %s to %q: %w", group, role, ErrNoRole)
 	}
 	// GRANT takes no parameters: the name is quoted as an identifier.
-	_, err := db.Exec(ctx, "GRANT "+AuditorRole+" TO "+pgx.Identifier{role}.Sanitize())
+	_, err := db.Exec(ctx, "GRANT "+pgx.Identifier{group}.Sanitize()+" TO "+pgx.Identifier{role}.Sanitize())
 	if err != nil {
-		return fmt.Errorf("grant %s to %q: %w", AuditorRole, role, err)
+		return fmt.Errorf("grant %s to %q: %w", group, role, err)
 	}
 	return nil
 }

@@ -38,7 +38,7 @@ func actionNote(r *http.Request) (string, error) {
 			return ' '
 		}
 		return c
-	}, strings.TrimSpace(r.PostFormValue("note")))
+	}, strings.TrimSpace(r.PostForm.Get("note")))
 	if note == "" {
 		return "", badRequest("give a reason for this action")
 	}
@@ -150,9 +150,6 @@ func (h *Handler) redrive(w http.ResponseWriter, r *http.Request, u User) error 
 	id, err := runParam(r)
 	if err != nil {
 		return err
-	}
-	if err := r.ParseForm(); err != nil {
-		return badRequest("read form: %v", err)
 	}
 	sel, err := parseRedrive(r.PostForm)
 	if err != nil {
@@ -297,7 +294,7 @@ func (h *Handler) rerun(w http.ResponseWriter, r *http.Request, u User) error {
 	if err != nil {
 		return err
 	}
-	mode, err := rerunMode(r.PostFormValue("mode"))
+	mode, err := rerunMode(r.PostForm.Get("mode"))
 	if err != nil {
 		return err
 	}

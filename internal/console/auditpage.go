@@ -47,7 +47,7 @@ func (h *Handler) auditPage(w http.ResponseWriter, r *http.Request, u User) erro
 	}
 	if d.Date != "" {
 		t, err := time.Parse(time.DateOnly, d.Date)
-		if err != nil {
+		if _, valid := parseDay(d.Date); err != nil || !valid {
 			return badRequest("date=%q: want YYYY-MM-DD", d.Date)
 		}
 		f.BusinessDate = &t
@@ -64,10 +64,19 @@ func (h *Handler) auditPage(w http.ResponseWriter, r *http.Request, u User) erro
 		h.render(w, r, http.StatusOK, "audit", view{Title: "Audit", User: &u, Data: d})
 		return nil
 	}
+	// A verification reads whole runs: it takes a slot of the exports and
+	// one of their connections, not a page's.
+	release, err := h.exports.acquire(u.Name)
+	if err != nil {
+		w.Header().Set("Retry-After", strconv.Itoa(int(exportRetry/time.Second)))
+		return &httpError{code: http.StatusTooManyRequests, msg: "the console is busy with other exports or verifications; try again in a minute"}
+	}
+	defer release()
+	h.exportDeadline(w)
 	ctx, cancel := context.WithTimeout(r.Context(), h.cfg.ExportTimeout)
 	defer cancel()
 	start := time.Now()
-	rep, err := audit.Verify(ctx, h.cfg.Pool, f)
+	rep, err := audit.Verify(ctx, h.exportPool, f)
 	if err != nil {
 		return err
 	}
@@ -99,87 +108,83 @@ type bundleManifest struct {
 	Files            []bundleFile `json:"files"`
 }
 
-// auditBundle streams a zip of one run: the report (JSON and CSV, every
-// item included), every transition as CSV, the verification result, a
-// manifest with each file's SHA-256 and a SHA256SUMS file for sha256sum -c.
-// The report and transitions are one snapshot; the verification is its own.
+// auditBundle sends a zip of one run: the report (JSON and CSV, every item
+// included), every transition as CSV, the verification result, a manifest
+// with each file's SHA-256 and a SHA256SUMS file for sha256sum -c. The
+// report and transitions are one snapshot; the verification is its own.
+// The zip is staged as every export is (see stage): read at the database's
+// pace, each file streamed from its rows, then sent at the client's.
 func (h *Handler) auditBundle(w http.ResponseWriter, r *http.Request, u User) error {
 	id, err := uuid.Parse(r.URL.Query().Get("run"))
 	if err != nil {
 		return badRequest("run=%q: not a run id", r.URL.Query().Get("run"))
 	}
-	ctx, cancel := context.WithTimeout(r.Context(), h.cfg.ExportTimeout)
-	defer cancel()
-	ver, err := audit.Verify(ctx, h.cfg.Pool, audit.Filter{RunID: &id})
-	if err != nil {
-		return err
-	}
-	if len(ver.Runs) == 0 {
-		return notFound("no run %s", id)
-	}
-	run := ver.Runs[0]
-	date, err := payments.ParseDate(run.BusinessDate)
-	if err != nil {
-		return fmt.Errorf("bundle run %s: %w", id, err)
-	}
-	m := bundleManifest{Format: bundleFormat, RunID: id, ReconciliationID: run.ReconciliationID,
-		CreatedAt: h.cfg.Now().UTC(), CreatedBy: u.Actor(), Verified: ver.OK(), Digest: run.Digest}
-	w.Header().Set("Content-Type", "application/zip")
-	w.Header().Set("Content-Disposition", `attachment; filename="`+run.ReconciliationID+`-audit.zip"`)
-	zw := zip.NewWriter(w)
-	add := func(name string, write func(io.Writer) error) error {
-		fw, err := zw.Create(name)
+	return h.stage(w, r, u, func(ctx context.Context, out io.Writer) (download, error) {
+		ver, err := audit.Verify(ctx, h.exportPool, audit.Filter{RunID: &id})
 		if err != nil {
-			return err
+			return download{}, err
 		}
-		hw := &hashWriter{w: fw, h: sha256.New()}
-		if err := write(hw); err != nil {
-			return fmt.Errorf("write %s: %w", name, err)
+		if len(ver.Runs) == 0 {
+			return download{}, notFound("no run %s", id)
 		}
-		m.Files = append(m.Files, bundleFile{Name: name, Bytes: hw.n, SHA256: hex.EncodeToString(hw.h.Sum(nil))})
-		return nil
-	}
-	// Once the zip has started, an error can only cut it short: the
-	// missing manifest tells the reader.
-	err = h.read(ctx, h.cfg.ExportTimeout, func(rd *reader) error {
-		rep, err := report.Load(ctx, rd, report.Options{Date: date, Generation: run.Generation, All: true})
+		run := ver.Runs[0]
+		date, err := payments.ParseDate(run.BusinessDate)
 		if err != nil {
-			return err
+			return download{}, fmt.Errorf("bundle run %s: %w", id, err)
 		}
-		if err := add("report.json", rep.WriteJSON); err != nil {
-			return err
+		m := bundleManifest{Format: bundleFormat, RunID: id, ReconciliationID: run.ReconciliationID,
+			CreatedAt: h.cfg.Now().UTC(), CreatedBy: u.Actor(), Verified: ver.OK(), Digest: run.Digest}
+		zw := zip.NewWriter(out)
+		add := func(name string, write func(io.Writer) error) error {
+			fw, err := zw.Create(name)
+			if err != nil {
+				return err
+			}
+			hw := &hashWriter{w: fw, h: sha256.New()}
+			if err := write(hw); err != nil {
+				return fmt.Errorf("write %s of the bundle of run %s: %w", name, id, err)
+			}
+			m.Files = append(m.Files, bundleFile{Name: name, Bytes: hw.n, SHA256: hex.EncodeToString(hw.h.Sum(nil))})
+			return nil
 		}
-		if err := add("report.csv", rep.WriteCSV); err != nil {
-			return err
-		}
-		return add("transitions.csv", func(w io.Writer) error { return writeTransitions(ctx, rd, id, w) })
-	})
-	if err == nil {
-		err = add("verify.json", func(w io.Writer) error { return json.NewEncoder(w).Encode(ver) })
-	}
-	if err == nil {
-		err = add("manifest.json", func(w io.Writer) error {
-			enc := json.NewEncoder(w)
-			enc.SetIndent("", "  ")
-			return enc.Encode(m)
-		})
-	}
-	if err == nil {
-		err = add("SHA256SUMS", func(w io.Writer) error {
-			for _, f := range m.Files {
-				if _, err := fmt.Fprintf(w, "%s  %s\n", f.SHA256, f.Name); err != nil {
+		err = h.readOn(ctx, h.exportPool, h.cfg.ExportTimeout, func(rd *reader) error {
+			opts := report.Options{Date: date, Generation: run.Generation, All: true}
+			for _, f := range []string{"json", "csv"} {
+				if err := add("report."+f, func(w io.Writer) error { return report.Write(ctx, rd, opts, f, w) }); err != nil {
 					return err
 				}
 			}
-			return nil
+			return add("transitions.csv", func(w io.Writer) error { return writeTransitions(ctx, rd, id, w) })
 		})
-	}
-	if err != nil {
-		h.cfg.Logger.Error("audit bundle cut short", "run_id", id, "err", err)
-		return nil
-	}
-	h.cfg.Logger.Info("audit bundle", "user", u.Name, "run_id", id, "verified", ver.OK(), "digest", run.Digest)
-	return zw.Close()
+		if err == nil {
+			err = add("verify.json", func(w io.Writer) error { return json.NewEncoder(w).Encode(ver) })
+		}
+		if err == nil {
+			err = add("manifest.json", func(w io.Writer) error {
+				enc := json.NewEncoder(w)
+				enc.SetIndent("", "  ")
+				return enc.Encode(m)
+			})
+		}
+		if err == nil {
+			err = add("SHA256SUMS", func(w io.Writer) error {
+				for _, f := range m.Files {
+					if _, err := fmt.Fprintf(w, "%s  %s\n", f.SHA256, f.Name); err != nil {
+						return err
+					}
+				}
+				return nil
+			})
+		}
+		if err == nil {
+			err = zw.Close()
+		}
+		if err != nil {
+			return download{}, err
+		}
+		h.cfg.Logger.Info("audit bundle", "user", u.Name, "run_id", id, "verified", ver.OK(), "digest", run.Digest)
+		return download{name: run.ReconciliationID + "-audit.zip", contentType: "application/zip"}, nil
+	})
 }
 
 // transitionsHeader is the header row of a bundle's transitions.csv.
@@ -190,17 +195,19 @@ func writeTransitions(ctx context.Context, rd *reader, runID uuid.UUID, w io.Wri
 	cw := csv.NewWriter(w)
 	_ = cw.Write(transitionsHeader)
 	err := ledger.EachTransition(ctx, rd, runID, func(t ledger.Transition) error {
-		retry := ""
+		retry, status := "", ""
 		if t.RetryAfter > 0 {
 			retry = strconv.FormatInt(t.RetryAfter.Milliseconds(), 10)
 		}
-		status := "–"
 		if t.HTTPStatus != 0 {
 			status = strconv.Itoa(t.HTTPStatus)
 		}
-		return cw.Write([]string{strconv.FormatInt(t.ID, 10), t.TransactionID, strconv.Itoa(t.Seq), string(t.From),
-			string(t.To), t.At.UTC().Format(time.RFC3339Nano), strconv.Itoa(t.Attempt), status, t.Reason, retry,
-			t.Details, t.Actor, hex.EncodeToString(t.PrevHash), hex.EncodeToString(t.Hash)})
+		// Text cells as the report writes them: no formula for a
+		// spreadsheet (report.SafeCell); numbers and hashes as they are.
+		return cw.Write([]string{strconv.FormatInt(t.ID, 10), report.SafeCell(t.TransactionID), strconv.Itoa(t.Seq),
+			string(t.From), string(t.To), t.At.UTC().Format(time.RFC3339Nano), strconv.Itoa(t.Attempt), status,
+			report.SafeCell(t.Reason), retry, report.SafeCell(t.Details), report.SafeCell(t.Actor),
+			hex.EncodeToString(t.PrevHash), hex.EncodeToString(t.Hash)})
 	})
 	if err != nil {
 		return err

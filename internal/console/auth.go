@@ -3,21 +3,24 @@ package console
 import (
 	"bufio"
 	"cmp"
-	"crypto/hmac"
+	"context"
 	"crypto/rand"
-	"crypto/sha256"
-	"encoding/base64"
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"net"
 	"net/http"
 	"net/netip"
+	"net/url"
+	"runtime"
 	"slices"
 	"strconv"
 	"strings"
 	"time"
+	"unicode"
 
+	"github.com/jackc/pgx/v5/pgxpool"
 	"golang.org/x/crypto/bcrypt"
 )
 
@@ -61,7 +64,9 @@ type Auth struct {
 	// passes the authenticated user name (X-Forwarded-User, say).
 	Header string
 	// TrustedProxies are the networks Header is believed from; requests
-	// from elsewhere are refused. Required with Header.
+	// from elsewhere are refused. Required with Header. With Users, the
+	// proxies (a TLS terminator) whose X-Forwarded-For names the client
+	// whose failed logins are counted; defaults to none, the peer.
 	TrustedProxies []netip.Prefix
 	// Operators are the users who may act; everyone else is an auditor.
 	Operators []string
@@ -70,9 +75,6 @@ type Auth struct {
 	Local bool
 	// SessionTTL is how long a login lasts. Defaults to 12h.
 	SessionTTL time.Duration
-	// SessionKey signs session cookies. Defaults to 32 random bytes, so a
-	// restart logs everyone out.
-	SessionKey []byte
 }
 
 // Validate reports an incomplete or ambiguous configuration.
@@ -142,32 +144,46 @@ const sessionCookie = "reconcile_console"
 
 // authenticator implements Auth for requests.
 type authenticator struct {
-	cfg  Auth
-	key  []byte
-	ttl  time.Duration
-	now  func() time.Time
-	ops  map[string]bool
-	fake []byte // a hash compared against for unknown users
+	cfg      Auth
+	ops      map[string]bool
+	sessions *sessions
+	throttle *loginThrottle
+	// decoy is compared against for unknown users, at the cost of the
+	// file's dearest hash, so an unknown name costs what a known one does.
+	decoy []byte
+	// checks holds a slot per password check running: bcrypt at the
+	// file's cost takes a core for tens of milliseconds, and the pages
+	// must keep the rest.
+	checks chan struct{}
 }
 
-func newAuthenticator(a Auth, now func() time.Time) (*authenticator, error) {
-	au := &authenticator{cfg: a, key: a.SessionKey, ttl: cmp.Or(a.SessionTTL, 12*time.Hour), now: now,
-		ops: map[string]bool{}}
-	if len(au.key) == 0 {
-		au.key = make([]byte, 32)
-		_, _ = rand.Read(au.key)
-	}
+func newAuthenticator(a Auth, pool *pgxpool.Pool, now func() time.Time) (*authenticator, error) {
+	au := &authenticator{cfg: a, ops: map[string]bool{},
+		sessions: &sessions{pool: pool, ttl: cmp.Or(a.SessionTTL, 12*time.Hour), now: now},
+		throttle: &loginThrottle{pool: pool, now: now},
+		checks:   make(chan struct{}, max(1, runtime.GOMAXPROCS(0)/2))}
 	for _, o := range a.Operators {
 		au.ops[o] = true
 	}
 	if a.Users != nil {
-		fake, err := bcrypt.GenerateFromPassword([]byte("not a password"), bcrypt.MinCost)
+		decoy, err := bcrypt.GenerateFromPassword([]byte(rand.Text()), htpasswdCost(a.Users))
 		if err != nil {
 			return nil, err
 		}
-		au.fake = fake
+		au.decoy = decoy
 	}
 	return au, nil
+}
+
+// htpasswdCost is the highest bcrypt cost among users' hashes.
+func htpasswdCost(users map[string]string) int {
+	c := bcrypt.MinCost
+	for _, hash := range users {
+		if n, err := bcrypt.Cost([]byte(hash)); err == nil {
+			c = max(c, n)
+		}
+	}
+	return c
 }
 
 func (a *authenticator) user(name string) User {
@@ -195,7 +211,16 @@ func (a *authenticator) authenticate(r *http.Request) (User, error) {
 		if err != nil || !slices.ContainsFunc(a.cfg.TrustedProxies, func(p netip.Prefix) bool { return p.Contains(ip.Unmap()) }) {
 			return User{}, &httpError{code: http.StatusForbidden, msg: "requests are accepted only through the trusted proxy"}
 		}
-		name := strings.TrimSpace(r.Header.Get(a.cfg.Header))
+		values := r.Header.Values(a.cfg.Header)
+		if len(values) > 1 {
+			// Two copies mean the proxy did not replace what the client
+			// sent; taking either would trust the client.
+			return User{}, &httpError{code: http.StatusBadRequest, msg: fmt.Sprintf("the request carries %d %s headers; the proxy must send exactly one", len(values), a.cfg.Header)}
+		}
+		name := ""
+		if len(values) == 1 {
+			name = strings.TrimSpace(values[0])
+		}
 		if name == "" {
 			return User{}, &httpError{code: http.StatusUnauthorized, msg: "the proxy sent no user (" + a.cfg.Header + ")"}
 		}
@@ -205,63 +230,41 @@ func (a *authenticator) authenticate(r *http.Request) (User, error) {
 	if err != nil {
 		return User{}, errUnauthenticated
 	}
-	name, ok := a.verify(c.Value)
-	if !ok {
-		return User{}, errUnauthenticated
+	name, ok, err := a.sessions.user(r.Context(), c.Value)
+	if err != nil {
+		return User{}, err
 	}
-	if _, known := a.cfg.Users[name]; !known {
+	if _, known := a.cfg.Users[name]; !ok || !known {
 		return User{}, errUnauthenticated
 	}
 	return a.user(name), nil
 }
 
-// checkPassword compares in constant work whether or not the user exists.
-func (a *authenticator) checkPassword(name, password string) bool {
+// errBusy means no password check could start within checkWait.
+var errBusy = &httpError{code: http.StatusServiceUnavailable, msg: "too many logins at once; try again in a few seconds"}
+
+// checkWait is how long a login waits for a free password check slot.
+const checkWait = 10 * time.Second
+
+// checkPassword compares in the same work whether or not the user exists,
+// one check per slot of a.checks at a time.
+func (a *authenticator) checkPassword(ctx context.Context, name, password string) (bool, error) {
+	wait := time.NewTimer(checkWait)
+	defer wait.Stop()
+	select {
+	case a.checks <- struct{}{}:
+	case <-wait.C:
+		return false, errBusy
+	case <-ctx.Done():
+		return false, ctx.Err()
+	}
+	defer func() { <-a.checks }()
 	hash, ok := a.cfg.Users[name]
 	if !ok {
-		_ = bcrypt.CompareHashAndPassword(a.fake, []byte(password))
-		return false
+		_ = bcrypt.CompareHashAndPassword(a.decoy, []byte(password))
+		return false, nil
 	}
-	return bcrypt.CompareHashAndPassword([]byte(hash), []byte(password)) == nil
-}
-
-// sign returns a session value for name: name, expiry and their HMAC.
-func (a *authenticator) sign(name string) string {
-	exp := strconv.FormatInt(a.now().Add(a.ttl).Unix(), 10)
-	payload := base64.RawURLEncoding.EncodeToString([]byte(name)) + "." + exp
-	return payload + "." + base64.RawURLEncoding.EncodeToString(a.mac(payload))
-}
-
-func (a *authenticator) mac(payload string) []byte {
-	m := hmac.New(sha256.New, a.key)
-	m.Write([]byte(payload))
-	return m.Sum(nil)
-}
-
-// verify checks a session value's HMAC and expiry and returns its user.
-func (a *authenticator) verify(v string) (string, bool) {
-	i := strings.LastIndexByte(v, '.')
-	if i < 0 {
-		return "", false
-	}
-	payload, sig := v[:i], v[i+1:]
-	got, err := base64.RawURLEncoding.DecodeString(sig)
-	if err != nil || !hmac.Equal(got, a.mac(payload)) {
-		return "", false
-	}
-	enc, exp, ok := strings.Cut(payload, ".")
-	if !ok {
-		return "", false
-	}
-	until, err := strconv.ParseInt(exp, 10, 64)
-	if err != nil || a.now().Unix() >= until {
-		return "", false
-	}
-	name, err := base64.RawURLEncoding.DecodeString(enc)
-	if err != nil {
-		return "", false
-	}
-	return string(name), true
+	return bcrypt.CompareHashAndPassword([]byte(hash), []byte(password)) == nil, nil
 }
 
 // setSession sets (or, with an empty value, clears) the session cookie:
@@ -278,9 +281,16 @@ func setSession(w http.ResponseWriter, value string, ttl time.Duration) {
 }
 
 // localPath returns next when it is a path on this site, "/" otherwise, so
-// a login link cannot redirect elsewhere.
+// a login link cannot redirect elsewhere: it must parse as a URL with
+// neither scheme nor host, start with one slash, and hold no backslash
+// (browsers read it as a slash) and no control character (browsers drop a
+// tab, so "/\t/evil.example" would be "//evil.example").
 func localPath(next string) string {
-	if !strings.HasPrefix(next, "/") || strings.HasPrefix(next, "//") || strings.HasPrefix(next, "/\\") {
+	u, err := url.Parse(next)
+	switch {
+	case err != nil, u.Scheme != "", u.Host != "", u.User != nil, u.Opaque != "",
+		!strings.HasPrefix(next, "/"), strings.HasPrefix(next, "//"), strings.ContainsRune(next, '\\'),
+		strings.ContainsFunc(next, unicode.IsControl):
 		return "/"
 	}
 	return next
@@ -299,20 +309,61 @@ func (h *Handler) login(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "this console does not use logins", http.StatusNotFound)
 		return
 	}
-	name, password := r.PostFormValue("user"), r.PostFormValue("password")
-	next := localPath(r.PostFormValue("next"))
-	if !h.auth.checkPassword(name, password) {
-		h.cfg.Logger.Warn("console login failed", "user", name, "remote", r.RemoteAddr)
-		h.render(w, r, http.StatusUnauthorized, "login", view{Title: "Log in",
-			Error: "Unknown user or wrong password.", Data: map[string]string{"Next": next}})
+	name, password := r.PostForm.Get("user"), r.PostForm.Get("password")
+	next := localPath(r.PostForm.Get("next"))
+	again := func(code int, msg string) {
+		h.render(w, r, code, "login", view{Title: "Log in", Error: msg, Data: map[string]string{"Next": next}})
+	}
+	addr := clientAddr(r, h.cfg.Auth.TrustedProxies)
+	user, from := userSubject(name), addrSubject(addr)
+	wait, err := h.auth.throttle.refusedFor(r.Context(), user, from)
+	if err != nil {
+		h.fail(w, r, nil, err)
 		return
 	}
-	h.cfg.Logger.Info("console login", "user", name, "role", h.auth.user(name).Role.String())
-	setSession(w, h.auth.sign(name), h.auth.ttl)
+	if wait > 0 {
+		secs := int(math.Ceil(wait.Seconds()))
+		h.cfg.Logger.Warn("console login refused after failed ones", "user", name, "remote", addr.String(), "wait", wait)
+		w.Header().Set("Retry-After", strconv.Itoa(secs))
+		again(http.StatusTooManyRequests, fmt.Sprintf("Too many failed logins for this user or from this address: try again in %d s.", secs))
+		return
+	}
+	ok, err := h.auth.checkPassword(r.Context(), name, password)
+	if err != nil {
+		h.fail(w, r, nil, err)
+		return
+	}
+	if !ok {
+		h.cfg.Logger.Warn("console login failed", "user", name, "remote", addr.String())
+		if err := h.auth.throttle.failed(r.Context(), user, from); err != nil {
+			h.fail(w, r, nil, err)
+			return
+		}
+		again(http.StatusUnauthorized, "Unknown user or wrong password.")
+		return
+	}
+	token, err := h.auth.sessions.create(r.Context(), name, addr.String())
+	if err == nil {
+		err = h.auth.throttle.succeeded(r.Context(), user)
+	}
+	if err != nil {
+		h.fail(w, r, nil, err)
+		return
+	}
+	h.cfg.Logger.Info("console login", "user", name, "role", h.auth.user(name).Role.String(), "remote", addr.String())
+	setSession(w, token, h.auth.sessions.ttl)
 	http.Redirect(w, r, next, http.StatusSeeOther)
 }
 
+// logout ends the session on the server, so its cookie is refused from now
+// on even if it was copied, and clears the cookie.
 func (h *Handler) logout(w http.ResponseWriter, r *http.Request) {
+	if c, err := r.Cookie(sessionCookie); err == nil {
+		if err := h.auth.sessions.revoke(r.Context(), c.Value); err != nil {
+			h.fail(w, r, nil, err)
+			return
+		}
+	}
 	setSession(w, "", 0)
 	http.Redirect(w, r, "/login", http.StatusSeeOther)
 }

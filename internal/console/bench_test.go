@@ -137,7 +137,11 @@ func BenchmarkPages(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	cookie := h.auth.sign("alice")
+	b.Cleanup(h.Close)
+	cookie, err := h.auth.sessions.create(ctx, "alice", "bench")
+	if err != nil {
+		b.Fatal(err)
+	}
 	var msg int64
 	if err := pool.QueryRow(ctx, `SELECT min(message_id) FROM queue_messages WHERE state = 'dead'`).Scan(&msg); err != nil {
 		b.Fatal(err)

@@ -10,6 +10,7 @@ import (
 
 	"github.com/google/uuid"
 
+	"github.com/reconcile/reconcile/internal/human"
 	"github.com/reconcile/reconcile/internal/ledger"
 	"github.com/reconcile/reconcile/internal/limiter"
 )
@@ -48,6 +49,13 @@ type traffic struct {
 	// Transitions is the span of the run's transition ids: its number of
 	// transitions when it ran alone, an upper bound otherwise.
 	Transitions int64
+	// Bin is the width of the bins of an exact (not sampled) traffic: a bin
+	// without a point had no transition, its rates were zero.
+	Bin time.Duration
+	// Calls and Throttles are the provider calls and 429s the points add up
+	// to: counted exactly from every transition, or estimated from the
+	// samples when Sampled.
+	Calls, Throttles float64
 }
 
 // Chart sizes: up to exactTransitions a run's transitions are all read and
@@ -84,6 +92,7 @@ func loadTraffic(ctx context.Context, rd *reader, runID uuid.UUID) (traffic, err
 func binTraffic(ctx context.Context, rd *reader, runID uuid.UUID, tr *traffic) error {
 	span := tr.End.Sub(tr.Start)
 	bin := max(time.Second, (span / chartBins).Round(time.Second))
+	tr.Bin = bin
 	bins, err := ledger.Traffic(ctx, rd, runID, tr.Start, bin)
 	if err != nil {
 		return err
@@ -92,6 +101,8 @@ func binTraffic(ctx context.Context, rd *reader, runID uuid.UUID, tr *traffic) e
 	for _, b := range bins {
 		tr.Points = append(tr.Points, trafficPoint{At: b.Start.Add(bin / 2), Calls: float64(b.Calls) / secs,
 			Throttles: float64(b.Throttles) / secs, Done: float64(b.Done) / secs})
+		tr.Calls += float64(b.Calls)
+		tr.Throttles += float64(b.Throttles)
 	}
 	return nil
 }
@@ -140,8 +151,11 @@ func sampleTraffic(ctx context.Context, rd *reader, runID uuid.UUID, lo, hi int6
 		density := float64(a.n) / float64(a.lastID-a.firstID+1)
 		rate := float64(b.firstID-a.firstID) * density / dt
 		n := float64(a.n)
-		tr.Points = append(tr.Points, trafficPoint{At: a.at.Add(b.at.Sub(a.at) / 2),
-			Calls: rate * float64(a.calls) / n, Throttles: rate * float64(a.throttles) / n, Done: rate * float64(a.done) / n})
+		p := trafficPoint{At: a.at.Add(b.at.Sub(a.at) / 2),
+			Calls: rate * float64(a.calls) / n, Throttles: rate * float64(a.throttles) / n, Done: rate * float64(a.done) / n}
+		tr.Points = append(tr.Points, p)
+		tr.Calls += p.Calls * dt
+		tr.Throttles += p.Throttles * dt
 	}
 	return nil
 }
@@ -249,8 +263,8 @@ func loadLimits(ctx context.Context, rd *reader, l *limiterRow, start, end time.
 		// Every change of the effective rate is recorded: without a row,
 		// the rate in force now held over the whole run.
 		out.Points = []limitPoint{{At: start, Effective: l.EffectiveRate, Estimate: math.NaN(), Configured: configured,
-			Cause: "effective " + fmtRate(l.EffectiveRate) + "/s, configured " + fmtRate(l.Rate) +
-				"/s: no change of limiter " + l.Name + " is recorded up to the run's end"}}
+			Cause: "effective " + human.Rate(l.EffectiveRate) + ", configured " + human.Rate(l.Rate) +
+				": no change of limiter " + l.Name + " is recorded up to the run's end"}}
 		return out, nil
 	}
 	if len(before) == 1 {
@@ -259,7 +273,7 @@ func loadLimits(ctx context.Context, rd *reader, l *limiterRow, start, end time.
 			Configured: configured, Cause: "in force at the start (" + describeChange(c) + ")"})
 	} else {
 		out.Points = append(out.Points, limitPoint{At: start, Effective: math.NaN(), Estimate: math.NaN(),
-			Configured: configured, Cause: "configured " + fmtRate(configured) + "/s at the start"})
+			Configured: configured, Cause: "configured " + human.Rate(configured) + " at the start"})
 	}
 	for _, c := range during {
 		if c.Cause == limiter.CauseLimitSet {
@@ -280,19 +294,14 @@ func estimateOf(c limiter.Change) float64 {
 
 // describeChange is a history row as the chart's hover text.
 func describeChange(c limiter.Change) string {
-	s := fmtTime(c.At) + ": " + c.Cause + ", effective " + fmtRate(c.Rate) + "/s"
+	s := fmtTime(c.At) + ": " + c.Cause + ", effective " + human.Rate(c.Rate)
 	if c.Estimate > 0 {
-		s += ", estimate " + fmtRate(c.Estimate) + "/s"
+		s += ", estimate " + human.Rate(c.Estimate)
 	}
 	if c.Detail != "" {
 		s += " — " + c.Detail
 	}
 	return s
-}
-
-// fmtRate writes a rate with at most one decimal.
-func fmtRate(r float64) string {
-	return strconv.FormatFloat(math.Round(r*10)/10, 'f', -1, 64)
 }
 
 // svgChart is a chart laid out for the page's inline SVG.
@@ -353,9 +362,10 @@ func newSVGChart(tr traffic, lim limits) svgChart {
 		return float64(c.Left) + math.Max(0, math.Min(1, f))*w
 	}
 	y := func(v float64) float64 { return float64(c.Top) + h - math.Max(0, math.Min(1, v/top))*h }
+	points := withIdleBins(tr, end)
 	line := func(get func(trafficPoint) float64) string {
 		var b strings.Builder
-		for _, p := range tr.Points {
+		for _, p := range points {
 			fmt.Fprintf(&b, "%.1f,%.1f ", x(p.At), y(get(p)))
 		}
 		return strings.TrimSpace(b.String())
@@ -366,7 +376,7 @@ func newSVGChart(tr traffic, lim limits) svgChart {
 	for _, p := range tr.Points {
 		if p.Throttles > 0 {
 			c.Marks = append(c.Marks, svgMark{X: x(p.At), Y: y(p.Throttles), Kind: "throttle",
-				Title: fmt.Sprintf("%s: %.1f 429s/s of %.1f calls/s", fmtTime(p.At), p.Throttles, p.Calls)})
+				Title: fmt.Sprintf("%s: %s 429s of %s calls", fmtTime(p.At), human.Rate(p.Throttles), human.Rate(p.Calls))})
 		}
 	}
 	// step draws one value of the limits as a step line that breaks where
@@ -434,6 +444,38 @@ func newSVGChart(tr traffic, lim limits) svgChart {
 		c.XTicks = append(c.XTicks, svgTick{X: x(t), Y: float64(c.Height - c.Bottom + 18), Label: t.UTC().Format("15:04:05")})
 	}
 	return c
+}
+
+// withIdleBins returns an exact traffic's points with the bins that had no
+// transition drawn at zero up to end: where the run was idle for 15 s the
+// lines fall to the axis and stay there, instead of sloping from the last
+// busy bin to the next. A zero point at each edge of an idle stretch is
+// enough for a polyline. Sampled traffic is returned as it is: its points
+// are averages between windows, which say nothing of idle bins.
+func withIdleBins(tr traffic, end time.Time) []trafficPoint {
+	if tr.Bin <= 0 || len(tr.Points) == 0 {
+		return tr.Points
+	}
+	out := make([]trafficPoint, 0, len(tr.Points)+4)
+	idle := func(from, to time.Time) { // the bins strictly between from and to
+		if to.Sub(from) > tr.Bin*3/2 {
+			out = append(out, trafficPoint{At: from.Add(tr.Bin)})
+			if to.Sub(from) > tr.Bin*5/2 {
+				out = append(out, trafficPoint{At: to.Add(-tr.Bin)})
+			}
+		}
+	}
+	for i, p := range tr.Points {
+		if i > 0 {
+			idle(tr.Points[i-1].At, p.At)
+		}
+		out = append(out, p)
+	}
+	// An open run idle since its last transition: zero up to now.
+	if last := tr.Points[len(tr.Points)-1].At; end.Sub(last) > tr.Bin {
+		idle(last, end.Add(tr.Bin))
+	}
+	return out
 }
 
 // niceCeil rounds v up to 1, 2 or 5 times a power of ten.

@@ -59,8 +59,20 @@ type Config struct {
 	// StatementTimeout bounds every statement of a page. Defaults to 2s.
 	StatementTimeout time.Duration
 	// ExportTimeout bounds exports, audit verification and bundles, which
-	// read whole runs. Defaults to 5m.
+	// read whole runs, from the request to the last byte sent. Defaults to
+	// 5m.
 	ExportTimeout time.Duration
+	// MaxExports is how many exports, verifications and bundles run at
+	// once (one per user), each on a connection of their own pool of this
+	// size, so that they never take a page's connection. Defaults to 2.
+	MaxExports int
+	// TempDir is where exports are staged before they are sent. Defaults
+	// to os.TempDir().
+	TempDir string
+	// ReadTimeout bounds the reading of a whole request, body included, by
+	// the server NewServer returns: a form of at most 64 KiB arrives within
+	// the default at 5 KiB/s. Defaults to 15s.
+	ReadTimeout time.Duration
 	// PageSize is the number of rows per page. Defaults to 50.
 	PageSize int
 	// Window is the number of items a discrepancy page scans at most.
@@ -82,12 +94,16 @@ type Config struct {
 	Logger *slog.Logger
 }
 
-// Handler is the console. It is safe for concurrent use.
+// Handler is the console. It is safe for concurrent use. Close closes the
+// connections of its exports.
 type Handler struct {
-	cfg   Config
-	pages *pages
-	auth  *authenticator
-	mux   http.Handler
+	cfg     Config
+	pages   *pages
+	auth    *authenticator
+	mux     http.Handler
+	exports *exportSlots
+	// exportPool holds the exports' own connections.
+	exportPool *pgxpool.Pool
 }
 
 // New returns the console for cfg.
@@ -104,6 +120,9 @@ func New(cfg Config) (*Handler, error) {
 	cfg.Limiter = cmp.Or(cfg.Limiter, limiter.DefaultName)
 	cfg.StatementTimeout = cmp.Or(cfg.StatementTimeout, 2*time.Second)
 	cfg.ExportTimeout = cmp.Or(cfg.ExportTimeout, 5*time.Minute)
+	cfg.MaxExports = cmp.Or(cfg.MaxExports, 2)
+	cfg.TempDir = cmp.Or(cfg.TempDir, os.TempDir())
+	cfg.ReadTimeout = cmp.Or(cfg.ReadTimeout, 15*time.Second)
 	cfg.PageSize = cmp.Or(cfg.PageSize, 50)
 	cfg.Window = cmp.Or(cfg.Window, 20_000)
 	cfg.CountCap = cmp.Or(cfg.CountCap, 10_000)
@@ -121,14 +140,23 @@ func New(cfg Config) (*Handler, error) {
 	if err != nil {
 		return nil, err
 	}
-	a, err := newAuthenticator(cfg.Auth, cfg.Now)
+	a, err := newAuthenticator(cfg.Auth, cfg.Pool, cfg.Now)
 	if err != nil {
 		return nil, fmt.Errorf("console: %w", err)
 	}
-	h := &Handler{cfg: cfg, pages: p, auth: a}
+	exportPool, err := newExportPool(context.Background(), cfg.Pool, cfg.MaxExports)
+	if err != nil {
+		return nil, err
+	}
+	h := &Handler{cfg: cfg, pages: p, auth: a, exportPool: exportPool,
+		exports: &exportSlots{max: cfg.MaxExports, users: map[string]bool{}}}
 	h.mux = h.routes()
 	return h, nil
 }
+
+// Close closes the exports' connections. The console answers no export
+// afterwards.
+func (h *Handler) Close() { h.exportPool.Close() }
 
 // ServeHTTP serves the console.
 func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) { h.mux.ServeHTTP(w, r) }
@@ -139,7 +167,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) { h.mux.Serv
 func (h *Handler) routes() http.Handler {
 	mux := http.NewServeMux()
 	static, _ := fs.Sub(staticFS, "static")
-	mux.Handle("GET /static/", http.StripPrefix("/static/", http.FileServerFS(static)))
+	mux.Handle("GET /static/{file}", staticFiles(static))
 	mux.HandleFunc("GET /healthz", h.healthz)
 	mux.HandleFunc("GET /readyz", h.readyz)
 	mux.HandleFunc("GET /login", h.loginForm)
@@ -154,6 +182,7 @@ func (h *Handler) routes() http.Handler {
 	read("GET /runs/{run}/discrepancies", h.discrepanciesPage)
 	read("GET /runs/{run}/dead-letters", h.deadLettersPage)
 	read("GET /runs/{run}/tx/{tx...}", h.transactionPage)
+	read("GET /runs/{run}/tx", h.transactionPage)
 	read("GET /tx", h.transactionSearch)
 	read("GET /limits", h.limitsPage)
 	read("GET /audit", h.auditPage)
@@ -174,7 +203,20 @@ func (h *Handler) routes() http.Handler {
 			"origin", r.Header.Get("Origin"), "sec_fetch_site", r.Header.Get("Sec-Fetch-Site"))
 		http.Error(w, "cross-origin request refused", http.StatusForbidden)
 	}))
-	return securityHeaders(cop.Handler(mux))
+	return securityHeaders(h.localHostOnly(cop.Handler(smallForms(mux))))
+}
+
+// staticFiles serves the console's style sheet and script by name; a
+// directory is not found rather than listed.
+func staticFiles(fsys fs.FS) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		name := r.PathValue("file")
+		if st, err := fs.Stat(fsys, name); err != nil || !st.Mode().IsRegular() {
+			http.NotFound(w, r)
+			return
+		}
+		http.ServeFileFS(w, r, fsys, name)
+	})
 }
 
 // contentSecurityPolicy allows the console's own style sheet, script and

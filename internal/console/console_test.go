@@ -8,6 +8,7 @@ import (
 	"net/http/httptest"
 	"net/netip"
 	"net/url"
+	"regexp"
 	"strconv"
 	"strings"
 	"testing"
@@ -125,11 +126,19 @@ func setupDay(t *testing.T, auth Auth, day string) *testBundle {
 	if err != nil {
 		t.Fatal(err)
 	}
-	h, err := New(Config{Pool: pool, Auth: auth, Queue: q})
+	h := newHandler(t, Config{Pool: pool, Auth: auth, Queue: q})
+	return &testBundle{pool: pool, h: h, runID: res.RunID, q: q}
+}
+
+// newHandler is New for a test: the console is closed when the test ends.
+func newHandler(t *testing.T, cfg Config) *Handler {
+	t.Helper()
+	h, err := New(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
-	return &testBundle{pool: pool, h: h, runID: res.RunID, q: q}
+	t.Cleanup(h.Close)
+	return h
 }
 
 // htpasswd returns users alice and bob with passwords "alice-pw" and
@@ -307,6 +316,17 @@ func TestOperatorCancelsARun(t *testing.T) {
 	}
 	if actor != "alice@console" || detail != "wrong export" || !completed {
 		t.Errorf("cancel recorded by %q with detail %q, run completed %v; want alice@console, the reason, completed", actor, detail, completed)
+	}
+	// Every page says the run was cancelled, by whom and why, not that it
+	// is complete.
+	runs := b.do(t, "GET", "/", alice, nil).Body.String()
+	if !strings.Contains(runs, `<span class="state state-cancelled">cancelled</span> <span class="muted">by alice@console: wrong export</span>`) {
+		t.Errorf("the runs page does not show the run cancelled by alice for her reason:\n%s", runs)
+	}
+	page := b.do(t, "GET", run, alice, nil).Body.String()
+	if !strings.Contains(page, "Progress: <span class=\"state state-cancelled\">cancelled</span>") ||
+		!regexp.MustCompile(`Cancelled by <strong>alice@console</strong> at [^:]+:\d\d:\d\dZ: wrong export\. 1 item\(s\) were withdrawn`).MatchString(page) {
+		t.Errorf("the run page does not say who cancelled the run and why:\n%s", page)
 	}
 }
 
@@ -530,8 +550,8 @@ func TestDiscrepanciesListUnexpectedRecords(t *testing.T) {
 		w := b.do(t, "GET", page, bob, nil)
 		wantStatus(t, w, http.StatusOK, page)
 		if body := w.Body.String(); !strings.Contains(body, `/tx/tx_u"`) || !strings.Contains(body, "not in the file") ||
-			!strings.Contains(body, "3,300 EUR succeeded") {
-			t.Errorf("%s does not show tx_u with the provider's 3,300 EUR succeeded:\n%s", page, body)
+			!strings.Contains(body, "33.00 EUR succeeded") {
+			t.Errorf("%s does not show tx_u with the provider's 33.00 EUR succeeded:\n%s", page, body)
 		}
 	}
 	w := b.do(t, "GET", run+"/discrepancies", bob, nil)

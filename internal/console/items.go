@@ -3,6 +3,7 @@ package console
 import (
 	"context"
 	"fmt"
+	"io"
 	"net/http"
 	"net/url"
 	"strconv"
@@ -142,7 +143,7 @@ func (h *Handler) discrepanciesPage(w http.ResponseWriter, r *http.Request, u Us
 		return err
 	}
 	if f.Format != "" {
-		return h.exportItems(w, r, id, f)
+		return h.exportItems(w, r, u, id, f)
 	}
 	d := discrepancyData{Filters: f, Window: h.cfg.Window}
 	err = h.read(r.Context(), h.cfg.StatementTimeout, func(rd *reader) error {
@@ -169,48 +170,85 @@ func (h *Handler) discrepanciesPage(w http.ResponseWriter, r *http.Request, u Us
 }
 
 // exportItems writes every item the filters select (from After on) as a
-// report of the run in the report command's CSV or JSON format.
-func (h *Handler) exportItems(w http.ResponseWriter, r *http.Request, id uuid.UUID, f filters) error {
-	var rep report.Report
-	err := h.read(r.Context(), h.cfg.ExportTimeout, func(rd *reader) error {
-		run, err := loadRun(r.Context(), rd, id)
-		if err != nil {
-			return err
-		}
-		page, err := findItems(r.Context(), rd, id, f, 0, 0)
-		if err != nil {
-			return err
-		}
-		rep = report.New(run.Summary)
-		for _, it := range page.Items {
-			if it.State == ledger.Unexpected {
-				rep.Unexpected = append(rep.Unexpected, report.UnexpectedOf(it))
-				continue
+// report of the run in the report command's CSV or JSON format: the
+// discrepancies, then (outcome=all or missing) the missing items, then
+// (outcome=all or unexpected) the records the provider listed that the
+// file lacks, each read a window of Config.Window items at a time.
+func (h *Handler) exportItems(w http.ResponseWriter, r *http.Request, u User, id uuid.UUID, f filters) error {
+	return h.exportReport(w, r, u, id, f.Format, "discrepancies", func(ctx context.Context, rd *reader, s *report.Stream) error {
+		for _, state := range f.states() {
+			pass := f
+			pass.Outcome = string(state)
+			err := eachFound(ctx, rd, id, pass, h.cfg.Window, func(it ledger.Item) error {
+				switch it.State {
+				case ledger.Missing:
+					return s.Missing(report.ItemOf(it))
+				case ledger.Unexpected:
+					return s.Unexpected(report.UnexpectedOf(it))
+				}
+				for _, d := range report.DiscrepanciesOf(it, f.Field) {
+					if err := s.Discrepancy(d); err != nil {
+						return err
+					}
+				}
+				return nil
+			})
+			if err != nil {
+				return err
 			}
-			if it.State == ledger.Missing {
-				rep.Missing = append(rep.Missing, report.ItemOf(it))
-				continue
-			}
-			rep.Discrepancies = append(rep.Discrepancies, report.DiscrepanciesOf(it, f.Field)...)
 		}
 		return nil
 	})
-	if err != nil {
-		return err
-	}
-	return writeReport(w, rep, f.Format, "discrepancies")
 }
 
-// writeReport sends rep as a CSV or JSON download named after its run.
-func writeReport(w http.ResponseWriter, rep report.Report, format, what string) error {
-	name := fmt.Sprintf("%s-%s.%s", rep.Run.ReconciliationID, what, format)
-	w.Header().Set("Content-Disposition", `attachment; filename="`+name+`"`)
-	if format == "csv" {
-		w.Header().Set("Content-Type", "text/csv; charset=utf-8")
-		return rep.WriteCSV(w)
+// exportReport exports rows of run id as a report of the run in format
+// (csv or json), named after the run and what: rows writes them to the
+// report's stream in the format's order.
+func (h *Handler) exportReport(w http.ResponseWriter, r *http.Request, u User, id uuid.UUID, format, what string,
+	rows func(ctx context.Context, rd *reader, s *report.Stream) error) error {
+	return h.export(w, r, u, func(ctx context.Context, rd *reader, out io.Writer) (download, error) {
+		run, err := loadRun(ctx, rd, id)
+		if err != nil {
+			return download{}, err
+		}
+		s, err := report.NewStream(out, format, report.New(run.Summary).Run)
+		if err != nil {
+			return download{}, err
+		}
+		if err := rows(ctx, rd, s); err != nil {
+			return download{}, err
+		}
+		return reportDownload(run, what, format), s.Close(nil)
+	})
+}
+
+// eachFound calls fn for every item f selects after f.After, reading
+// window items of the run at a time by key.
+func eachFound(ctx context.Context, rd *reader, runID uuid.UUID, f filters, window int, fn func(ledger.Item) error) error {
+	for {
+		page, err := findItems(ctx, rd, runID, f, window, 0)
+		if err != nil {
+			return err
+		}
+		for _, it := range page.Items {
+			if err := fn(it); err != nil {
+				return err
+			}
+		}
+		if page.Scanned < int64(window) {
+			return nil
+		}
+		f.After = page.Last
 	}
-	w.Header().Set("Content-Type", "application/json")
-	return rep.WriteJSON(w)
+}
+
+// reportDownload names a CSV or JSON export of a run.
+func reportDownload(run runRow, what, format string) download {
+	d := download{name: fmt.Sprintf("%s-%s.%s", run.ReconciliationID, what, format), contentType: "application/json"}
+	if format == "csv" {
+		d.contentType = "text/csv; charset=utf-8"
+	}
+	return d
 }
 
 // deadLetter is a dead-lettered item with its message.
@@ -317,6 +355,32 @@ func (h *Handler) loadReasonGroups(ctx context.Context, rd *reader, runID uuid.U
 	return gs, capped{N: total, Cap: int64(limit)}, nil
 }
 
+// exportPage is how many dead letters an export reads per statement.
+const exportPage = 5000
+
+// exportDeadLetters writes the dead letters the filters select, in
+// message id order, as a report of the run in the report command's CSV or
+// JSON format, reading exportPage of them at a time by key.
+func (h *Handler) exportDeadLetters(w http.ResponseWriter, r *http.Request, u User, id uuid.UUID, f filters) error {
+	return h.exportReport(w, r, u, id, f.Format, "dead-letters", func(ctx context.Context, rd *reader, s *report.Stream) error {
+		for {
+			dls, err := h.loadDeadLetters(ctx, rd, id, f, exportPage)
+			if err != nil {
+				return err
+			}
+			for _, d := range dls {
+				if err := s.DeadLetter(d.DeadLetter); err != nil {
+					return err
+				}
+			}
+			if len(dls) < exportPage {
+				return nil
+			}
+			f.After = strconv.FormatInt(dls[len(dls)-1].MessageID, 10)
+		}
+	})
+}
+
 // deadLettersPage lists a run's dead letters grouped by reason; operators
 // get the redrive form. format=csv or json exports the filtered list.
 func (h *Handler) deadLettersPage(w http.ResponseWriter, r *http.Request, u User) error {
@@ -330,23 +394,7 @@ func (h *Handler) deadLettersPage(w http.ResponseWriter, r *http.Request, u User
 	}
 	f.Outcome, f.Field = "", ""
 	if f.Format != "" {
-		var rep report.Report
-		err := h.read(r.Context(), h.cfg.ExportTimeout, func(rd *reader) error {
-			run, err := loadRun(r.Context(), rd, id)
-			if err != nil {
-				return err
-			}
-			dls, err := h.loadDeadLetters(r.Context(), rd, id, f, 0)
-			rep = report.New(run.Summary)
-			for _, d := range dls {
-				rep.DeadLetters = append(rep.DeadLetters, d.DeadLetter)
-			}
-			return err
-		})
-		if err != nil {
-			return err
-		}
-		return writeReport(w, rep, f.Format, "dead-letters")
+		return h.exportDeadLetters(w, r, u, id, f)
 	}
 	d := deadLetterData{Filters: f}
 	err = h.read(r.Context(), h.cfg.StatementTimeout, func(rd *reader) error {

@@ -135,9 +135,6 @@ func (h *Handler) limitSet(w http.ResponseWriter, r *http.Request, u User) error
 	if err != nil {
 		return err
 	}
-	if err := r.ParseForm(); err != nil {
-		return badRequest("read form: %v", err)
-	}
 	s, err := parseLimit(r.PostForm, cur)
 	if err != nil {
 		return err

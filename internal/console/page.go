@@ -12,6 +12,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgxpool"
 )
 
 // pageFunc serves one console route for an authorised user.
@@ -117,7 +118,8 @@ type view struct {
 func (v view) Operator() bool { return v.User != nil && v.User.Role == Operator }
 
 // render executes page name into a buffer and writes it with code, so a
-// template error never leaves half a page.
+// template error never leaves half a page, with every invisible formatting
+// character shown by its code point (see showInvisible).
 func (h *Handler) render(w http.ResponseWriter, r *http.Request, code int, name string, v view) {
 	var buf bytes.Buffer
 	if err := h.pages.execute(&buf, name, v); err != nil {
@@ -128,7 +130,7 @@ func (h *Handler) render(w http.ResponseWriter, r *http.Request, code int, name 
 	w.Header().Set("Content-Type", "text/html; charset=utf-8")
 	w.Header().Set("X-Console-Queries", strconv.Itoa(statsOf(r.Context()).queries))
 	w.WriteHeader(code)
-	_, _ = w.Write(buf.Bytes())
+	_, _ = w.Write(showInvisible(buf.Bytes()))
 }
 
 // reader runs a page's queries in its read-only transaction and counts
@@ -154,10 +156,15 @@ func (rd *reader) QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
 // snapshot for the whole page) whose statements time out after timeout and
 // are each planned for their arguments.
 func (h *Handler) read(ctx context.Context, timeout time.Duration, fn func(rd *reader) error) error {
+	return h.readOn(ctx, h.cfg.Pool, timeout, fn)
+}
+
+// readOn is read on a connection of pool.
+func (h *Handler) readOn(ctx context.Context, pool *pgxpool.Pool, timeout time.Duration, fn func(rd *reader) error) error {
 	stats := statsOf(ctx)
 	ctx, cancel := context.WithTimeout(ctx, timeout+time.Second)
 	defer cancel()
-	return pgx.BeginTxFunc(ctx, h.cfg.Pool, pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly},
+	return pgx.BeginTxFunc(ctx, pool, pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly},
 		func(tx pgx.Tx) error {
 			rd := &reader{tx: tx, stats: stats}
 			var s string

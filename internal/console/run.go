@@ -3,11 +3,14 @@ package console
 import (
 	"context"
 	"fmt"
+	"math"
 	"net/http"
+	"strings"
 	"time"
 
 	"github.com/google/uuid"
 
+	"github.com/reconcile/reconcile/internal/human"
 	"github.com/reconcile/reconcile/internal/ledger"
 	"github.com/reconcile/reconcile/internal/outbox"
 )
@@ -34,6 +37,12 @@ type runData struct {
 	// ETA is the estimated time to finish; zero when done or unknown.
 	ETA      time.Duration
 	ETABasis string
+	// Calls and Throttles are the run's provider calls and 429s so far:
+	// its counters once it is complete, which count an item's calls when
+	// the item finishes; while it runs, what its chart adds up to, so the
+	// two agree (Estimated when the chart is sampled).
+	Calls, Throttles int64
+	Estimated        bool
 	// Announcements are the run's announcements to webhooks with their
 	// deliveries (the morning message).
 	Announcements []outbox.Announcement
@@ -88,6 +97,11 @@ func (h *Handler) runPage(w http.ResponseWriter, r *http.Request, u User) error 
 		return err
 	}
 	d.ETA, d.ETABasis = estimate(d)
+	d.Calls, d.Throttles = d.Run.ProviderCalls, d.Run.Throttles
+	if d.Run.Open > 0 && len(d.Traffic.Points) > 0 {
+		d.Calls, d.Throttles = int64(math.Round(d.Traffic.Calls)), int64(math.Round(d.Traffic.Throttles))
+		d.Estimated = d.Traffic.Sampled
+	}
 	v := view{Title: d.Run.ReconciliationID, User: &u, Data: d}
 	if d.Run.Open > 0 {
 		v.Refresh = int(h.cfg.Refresh / time.Second)
@@ -136,12 +150,12 @@ func estimate(d runData) (time.Duration, string) {
 		}
 		if rate := sum / float64(len(recent)); rate > 0 && d.Now.Sub(d.Traffic.Points[n-1].At) < time.Minute {
 			return time.Duration(open / rate * float64(time.Second)),
-				fmt.Sprintf("at the %.1f items/s of the last samples", rate)
+				"at the " + strings.Replace(human.Rate(rate), "/", " items/", 1) + " of the last samples"
 		}
 	}
 	if d.Limiter != nil && d.Limiter.EffectiveRate > 0 {
 		return time.Duration(open / d.Limiter.EffectiveRate * float64(time.Second)),
-			fmt.Sprintf("at limiter %s's effective %.1f calls/s", d.Limiter.Name, d.Limiter.EffectiveRate)
+			fmt.Sprintf("at limiter %s's effective %s", d.Limiter.Name, strings.Replace(human.Rate(d.Limiter.EffectiveRate), "/", " calls/", 1))
 	}
 	return 0, ""
 }

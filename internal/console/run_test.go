@@ -175,7 +175,8 @@ func TestRunPageBreaksDownByProvider(t *testing.T) {
 		}
 	}
 	stake := regexp.MustCompile(`(?s)<table class="at-stake">.*?</table>`).FindString(body)
-	for _, want := range []string{"<td>EUR</td>", "1,500 EUR (1)", "990 EUR (1)", "2,490 EUR", "<td>GBP</td>", "4,200 GBP", "<td>USD</td>", "250 USD (1)"} {
+	// In major units: the ledger's 1500 EUR cents are 15.00 EUR.
+	for _, want := range []string{"<td>EUR</td>", "15.00 EUR (1)", "9.90 EUR (1)", "24.90 EUR", "<td>GBP</td>", "42.00 GBP", "<td>USD</td>", "2.50 USD (1)"} {
 		if !strings.Contains(stake, want) {
 			t.Errorf("amounts at stake do not show %q:\n%s", want, stake)
 		}
@@ -185,7 +186,7 @@ func TestRunPageBreaksDownByProvider(t *testing.T) {
 	}
 	w = b.do(t, "GET", "/", bob, nil)
 	wantStatus(t, w, http.StatusOK, "runs page")
-	for _, want := range []string{"2,490 EUR", "4,200 GBP", "250 USD"} {
+	for _, want := range []string{"24.90 EUR", "42.00 GBP", "2.50 USD"} {
 		if !strings.Contains(w.Body.String(), want) {
 			t.Errorf("the runs page does not show %s at stake:\n%s", want, w.Body)
 		}
@@ -232,11 +233,27 @@ func TestChartMergesCloseLimitMarks(t *testing.T) {
 	}
 }
 
+func TestFmtDifference(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct{ field, value, currency, want string }{
+		{"amount_minor", "164858", "EUR", "1,648.58 EUR"},
+		{"amount_minor", "-1499", "USD", "-14.99 USD"},
+		{"amount_minor", "1500", "JPY", "1,500 JPY"},
+		{"amount_minor", "<i>1499</i>", "EUR", "<i>1499</i>"},
+		{"currency", "EUR", "EUR", "EUR"},
+		{"status", "1500", "EUR", "1500"},
+	} {
+		if got := fmtDifference(tc.field, tc.value, tc.currency); got != tc.want {
+			t.Errorf("fmtDifference(%s, %s, %s) = %q, want %q", tc.field, tc.value, tc.currency, got, tc.want)
+		}
+	}
+}
+
 // TestRunPageShowsAnnouncements: the run page lists each announcement's
 // deliveries, their state and last answer (escaped).
 func TestRunPageShowsAnnouncements(t *testing.T) {
 	t.Parallel()
-	b := setup(t, Auth{Local: true})
+	b := setup(t, htpasswd(t))
 	if _, err := b.pool.Exec(context.Background(), `
 		INSERT INTO notifications (event_id, run_id, type, round, payload, created_at)
 		VALUES ('6d1f0c2e-0000-4000-8000-000000000001', $1, 'run.completed', 1, '{}', now()),
@@ -250,7 +267,7 @@ func TestRunPageShowsAnnouncements(t *testing.T) {
 		        now() + interval '1 minute', 503, 'http 503: <b>busy</b>', now())`); err != nil {
 		t.Fatal(err)
 	}
-	w := b.do(t, "GET", "/runs/"+b.runID.String(), "", nil)
+	w := b.do(t, "GET", "/runs/"+b.runID.String(), b.login(t, "bob"), nil)
 	wantStatus(t, w, http.StatusOK, "run page")
 	body := w.Body.String()
 	for _, want := range []string{"<h2>Announcements</h2>", "run.completed round 1", "https://hooks.example.com/…", "(slack)",

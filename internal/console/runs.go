@@ -23,13 +23,16 @@ type runRow struct {
 	ledger.Summary
 }
 
-// State is open, complete or empty.
+// State is empty, running, cancelled (withdrawn with items still open) or
+// complete.
 func (r runRow) State() string {
 	switch {
 	case r.Items == 0:
 		return "empty"
 	case r.Open > 0:
 		return "running"
+	case r.CancelledAt != nil:
+		return "cancelled"
 	}
 	return "complete"
 }
@@ -91,17 +94,24 @@ func parseRunsCursor(s string) (*ledger.RunKey, error) {
 		return nil, nil
 	}
 	d, g, ok := strings.Cut(s, ".")
-	n, err := strconv.Atoi(g)
-	date, derr := payments.ParseDate(d)
-	if !ok || err != nil || derr != nil {
-		return nil, badRequest("before=%q: want YYYY-MM-DD.generation", s)
+	n, err := strconv.ParseInt(g, 10, 32)
+	date, valid := parseDay(d)
+	if !ok || err != nil || n < 1 || !valid {
+		return nil, badRequest("before=%q: want YYYY-MM-DD.generation (a generation from 1)", s)
 	}
-	return &ledger.RunKey{Date: date, Generation: n}, nil
+	return &ledger.RunKey{Date: date, Generation: int(n)}, nil
 }
 
 // runsCursor writes the key of the runs page after run.
 func runsCursor(run runRow) string {
 	return run.BusinessDate.String() + "." + strconv.Itoa(run.Generation)
+}
+
+// parseDay reads a day written YYYY-MM-DD; false unless PostgreSQL's date
+// type holds it too (year 0000 parses in Go but not there).
+func parseDay(s string) (payments.Date, bool) {
+	d, err := payments.ParseDate(s)
+	return d, err == nil && d.Year >= 1
 }
 
 type runsData struct {
@@ -116,6 +126,16 @@ type runsData struct {
 	Date string
 }
 
+// AnyRunning reports whether a listed run has open items.
+func (d runsData) AnyRunning() bool {
+	for _, r := range d.Runs {
+		if r.Open > 0 {
+			return true
+		}
+	}
+	return false
+}
+
 // runsPage lists runs newest first, PageSize at a time, by key.
 func (h *Handler) runsPage(w http.ResponseWriter, r *http.Request, u User) error {
 	q := r.URL.Query()
@@ -126,7 +146,8 @@ func (h *Handler) runsPage(w http.ResponseWriter, r *http.Request, u User) error
 	f := ledger.RunFilter{Before: cur, NewestFirst: true, Limit: h.cfg.PageSize + 1}
 	date := q.Get("date")
 	if date != "" {
-		if f.Date, err = payments.ParseDate(date); err != nil {
+		var valid bool
+		if f.Date, valid = parseDay(date); !valid {
 			return badRequest("date=%q: want YYYY-MM-DD", date)
 		}
 	}
@@ -172,7 +193,13 @@ func queryString(pairs ...string) string {
 	return "?" + v.Encode()
 }
 
-// txLink is the page of one transaction of a run.
+// txLink is the page of one transaction of a run: /runs/ID/tx/TXID, or
+// /runs/ID/tx?id=TXID for the ids . and .., which a browser resolves as
+// dot segments however they are escaped (the URL Standard reads %2E as a
+// dot there too).
 func txLink(runID fmt.Stringer, transactionID string) string {
+	if transactionID == "." || transactionID == ".." {
+		return "/runs/" + runID.String() + "/tx" + queryString("id", transactionID)
+	}
 	return "/runs/" + runID.String() + "/tx/" + url.PathEscape(transactionID)
 }

@@ -9,6 +9,9 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/reconcile/reconcile/internal/human"
+	"github.com/reconcile/reconcile/internal/ledger"
 )
 
 // pages holds one template per page, each parsed together with the layout.
@@ -17,16 +20,23 @@ type pages struct {
 }
 
 var templateFuncs = template.FuncMap{
-	"n":        fmtInt,
-	"capped":   fmtCapped,
-	"time":     fmtTime,
-	"timeptr":  fmtTimePtr,
-	"dur":      fmtDuration,
-	"rate":     func(r float64) string { return strconv.FormatFloat(r, 'f', -1, 64) },
-	"rate1":    func(r float64) string { return strconv.FormatFloat(r, 'f', 1, 64) },
-	"pct":      func(p float64) string { return strconv.FormatFloat(p, 'f', 1, 64) + "%" },
-	"intptr":   fmtIntPtr,
-	"money":    fmtMoney,
+	"n":       fmtInt,
+	"number":  human.Number,
+	"capped":  fmtCapped,
+	"time":    fmtTime,
+	"timeptr": fmtTimePtr,
+	"dur":     fmtDuration,
+	"rate":    human.Rate,
+	"pct":     func(p float64) string { return strconv.FormatFloat(p, 'f', 1, 64) + "%" },
+	"intptr":  fmtIntPtr,
+	"money":   human.Money,
+	"diff":    fmtDifference,
+	"reportedCurrency": func(it ledger.Item) string {
+		if it.Reported != nil && it.Reported.Currency != "" {
+			return it.Reported.Currency
+		}
+		return it.Currency
+	},
 	"query":    queryString,
 	"runlink":  func(id fmt.Stringer) string { return "/runs/" + id.String() },
 	"txlink":   txLink,
@@ -76,33 +86,18 @@ func (p *pages) execute(w io.Writer, name string, v view) error {
 	return t.ExecuteTemplate(w, "layout", v)
 }
 
-// fmtInt writes n with thousands separators: 1,000,000.
+// fmtInt writes an integer of any size with thousands separators
+// (human.Count): 1,000,000.
 func fmtInt(n any) string {
-	var v int64
 	switch x := n.(type) {
 	case int:
-		v = int64(x)
+		return human.Count(int64(x))
 	case int32:
-		v = int64(x)
+		return human.Count(int64(x))
 	case int64:
-		v = x
-	default:
-		return fmt.Sprint(n)
+		return human.Count(x)
 	}
-	s := strconv.FormatInt(v, 10)
-	neg := strings.HasPrefix(s, "-")
-	s = strings.TrimPrefix(s, "-")
-	var b strings.Builder
-	for i, c := range s {
-		if i > 0 && (len(s)-i)%3 == 0 {
-			b.WriteByte(',')
-		}
-		b.WriteRune(c)
-	}
-	if neg {
-		return "-" + b.String()
-	}
-	return b.String()
+	return fmt.Sprint(n)
 }
 
 // capped is a count that stopped counting past Cap.
@@ -133,17 +128,12 @@ func fmtTimePtr(t *time.Time) string {
 	return fmtTime(*t)
 }
 
+// fmtDuration writes a duration for people (human.Duration), "–" for none.
 func fmtDuration(d time.Duration) string {
 	if d <= 0 {
 		return "–"
 	}
-	if d < time.Second {
-		return d.Round(time.Millisecond).String()
-	}
-	if d < 10*time.Second {
-		return d.Round(100 * time.Millisecond).String()
-	}
-	return d.Round(time.Second).String()
+	return human.Duration(d)
 }
 
 func fmtIntPtr(p *int) string {
@@ -153,9 +143,13 @@ func fmtIntPtr(p *int) string {
 	return strconv.Itoa(*p)
 }
 
-// fmtMoney shows an amount in minor units with its currency.
-func fmtMoney(minor int64, currency string) string {
-	return fmtInt(minor) + " " + currency
+// fmtDifference writes a differing field's value: an amount_minor in its
+// currency's major units (1499 EUR is 14.99 EUR), anything else as it is.
+func fmtDifference(field, value, currency string) string {
+	if v, err := strconv.ParseInt(value, 10, 64); err == nil && field == "amount_minor" && currency != "" {
+		return human.Money(v, currency)
+	}
+	return value
 }
 
 func cmpDash(s string) string {

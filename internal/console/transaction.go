@@ -30,6 +30,9 @@ func (h *Handler) transactionPage(w http.ResponseWriter, r *http.Request, u User
 		return err
 	}
 	txID := r.PathValue("tx")
+	if txID == "" {
+		txID = r.URL.Query().Get("id") // the form txLink gives the ids . and ..
+	}
 	var d transactionData
 	err = h.read(r.Context(), h.cfg.StatementTimeout, func(rd *reader) error {
 		var err error

@@ -60,8 +60,7 @@ type Config struct {
 func Open(ctx context.Context, cfg Config) (*pgxpool.Pool, error) {
 	pcfg, err := pgxpool.ParseConfig(cfg.URL)
 	if err != nil {
-		// pgx's parse errors may quote the input; never echo it.
-		return nil, fmt.Errorf("parse DATABASE_URL %s: invalid connection string", Redact(cfg.URL))
+		return nil, newConnStringError(cfg.URL, err)
 	}
 	if cfg.MaxConns > 0 {
 		pcfg.MaxConns = cfg.MaxConns
@@ -109,6 +108,66 @@ func Open(ctx context.Context, cfg Config) (*pgxpool.Pool, error) {
 	return pool, nil
 }
 
+// ConnStringError is a connection string that does not parse: what is
+// wrong with it, and the string with its password redacted.
+type ConnStringError struct {
+	// Redacted is the connection string as Redact gives it; empty when it
+	// came from the PG* environment variables.
+	Redacted string
+	// Problem says what is wrong, without the password.
+	Problem string
+}
+
+func (e *ConnStringError) Error() string {
+	if e.Redacted == "" {
+		return "the PG* environment variables: " + e.Problem
+	}
+	return "DATABASE_URL " + e.Redacted + ": " + e.Problem
+}
+
+// newConnStringError explains why pgx could not parse connString. pgx says
+// what is wrong after the string it quotes ("cannot parse `...`: invalid
+// port"); the string is left out here (Redact gives it), and so is the
+// password, should a message ever quote it.
+func newConnStringError(connString string, err error) *ConnStringError {
+	problem := err.Error()
+	if i := strings.LastIndex(problem, "`: "); strings.HasPrefix(problem, "cannot parse `") && i >= 0 {
+		problem = problem[i+len("`: "):]
+	}
+	scheme, _, isURL := strings.Cut(connString, "://")
+	switch {
+	case isURL && strings.Contains(problem, "keyword/value") && scheme != "postgres" && scheme != "postgresql":
+		problem = fmt.Sprintf("the scheme is %q; a URL starts postgres:// or postgresql://", scheme)
+	case !isURL && strings.Contains(problem, "invalid keyword/value"):
+		problem = "neither a postgres:// URL nor keyword=value pairs (host=db dbname=reconcile)"
+	case problem == "invalid port":
+		problem = "invalid port: want a number from 1 to 65535 (one per host)"
+	}
+	return &ConnStringError{Redacted: Redact(connString), Problem: oneLine(scrub(problem, passwordOf(connString)))}
+}
+
+// passwordOf finds the password of a connection string that may not parse,
+// so that it can be scrubbed from messages: a URL's user info after the
+// user name, or a password= value.
+func passwordOf(connString string) string {
+	_, rest, ok := strings.Cut(connString, "://")
+	if ok || !strings.Contains(connString, "=") {
+		if !ok {
+			rest = connString
+		}
+		if at := strings.LastIndexByte(rest, '@'); at >= 0 {
+			if _, pw, ok := strings.Cut(rest[:at], ":"); ok {
+				return pw
+			}
+		}
+		return ""
+	}
+	if m := passwordKV.FindStringSubmatch(connString); m != nil {
+		return strings.Trim(m[2], "'")
+	}
+	return ""
+}
+
 // ThroughPooler reports whether conn reaches the server through a connection
 // pooler: the process id announced at start-up (a pooler makes up its own
 // cancel key) is not the server process's. A pooler in transaction mode
@@ -153,7 +212,7 @@ var passwordKV = regexp.MustCompile(`(?i)(password\s*=\s*)('(?:[^'\\]|\\.)*'|\S+
 // Redact returns a connection string with its password replaced by "xxxxx",
 // in URL or keyword/value form.
 func Redact(connString string) string {
-	if u, err := url.Parse(connString); err == nil && u.Scheme != "" {
+	if u, err := url.Parse(connString); err == nil && u.Scheme != "" && u.Opaque == "" {
 		if _, ok := u.User.Password(); ok {
 			u.User = url.UserPassword(u.User.Username(), "xxxxx")
 		}
@@ -164,7 +223,11 @@ func Redact(connString string) string {
 		}
 		return u.String()
 	}
-	if scheme, rest, ok := strings.Cut(connString, "://"); ok {
+	scheme, rest, ok := strings.Cut(connString, "://")
+	if !ok && !strings.Contains(connString, "=") {
+		rest = connString // a URL without its scheme: user:password@host/db
+	}
+	if ok || rest != "" {
 		// A URL net/url rejects (a bad port, a stray character) may still
 		// carry a password: cut everything between the user name and the
 		// last '@', which over-redacts rather than leaks.
@@ -173,7 +236,10 @@ func Redact(connString string) string {
 				rest = user + ":xxxxx" + rest[at:]
 			}
 		}
-		connString = scheme + "://" + rest
+		if ok {
+			return passwordKV.ReplaceAllString(scheme+"://"+rest, "${1}xxxxx")
+		}
+		return rest
 	}
 	return passwordKV.ReplaceAllString(connString, "${1}xxxxx")
 }

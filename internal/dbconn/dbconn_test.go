@@ -26,6 +26,7 @@ func TestRedact(t *testing.T) {
 		{"keyword/value", "host=db user=app password=s3cret dbname=reconcile", "host=db user=app password=xxxxx dbname=reconcile"},
 		{"keyword/value quoted", "host=db password='s3 cr\\'et' dbname=reconcile", "host=db password=xxxxx dbname=reconcile"},
 		{"keyword/value spaces and case", "host=db PASSWORD = s3cret", "host=db PASSWORD = xxxxx"},
+		{"url without its scheme", "app:s3cret@db/reconcile", "app:xxxxx@db/reconcile"},
 		{"empty", "", ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -87,5 +88,39 @@ func TestElideValues(t *testing.T) {
 	}
 	if ElideValues(nil) != nil {
 		t.Error("ElideValues(nil) != nil")
+	}
+}
+
+// TestOpenSaysWhatIsWrongWithTheURL opens malformed connection strings
+// holding a password: the error says what is wrong and where, and never
+// the password.
+func TestOpenSaysWhatIsWrongWithTheURL(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct{ url, want string }{
+		{"postgres://app:s3cret@db:54x2/reconcile", "DATABASE_URL postgres://app:xxxxx@db:54x2/reconcile: invalid port: want a number from 1 to 65535"},
+		{"postgres://app:s3%zzcret@db/reconcile", "invalid percent-encoded token in password"},
+		{"postgres://app:s3cret@db/reconcile?sslmode=maybe", "sslmode is invalid"},
+		{"postgres://app:s3cret@db/reconcile?pool_max_conns=many", `cannot parse pool_max_conns (strconv.ParseInt: parsing "many": invalid syntax)`},
+		{"postgres://app:s3cret@db/reconcile?target_session_attrs=sometimes", "unknown target_session_attrs value: sometimes"},
+		{"postgress://app:s3cret@db/reconcile", `the scheme is "postgress"; a URL starts postgres:// or postgresql://`},
+		{"app:s3cret@db/reconcile", "neither a postgres:// URL nor keyword=value pairs"},
+		{"host=db password='s3cret dbname=reconcile", "unterminated quoted string"},
+		{"postgres://app:s3 cret@db/reconcile", "unexpected spaces found in password"},
+		{"postgres://app:s3cret@[::1/reconcile", `looking for matching "]"`},
+	} {
+		_, err := Open(t.Context(), Config{URL: tc.url})
+		var bad *ConnStringError
+		if !errors.As(err, &bad) {
+			t.Errorf("Open(%q) = %v, want a ConnStringError", tc.url, err)
+			continue
+		}
+		if !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("Open(%q): %q, want it to say %q", tc.url, err, tc.want)
+		}
+		for _, secret := range []string{"s3cret", "s3%zzcret", "s3 cret"} {
+			if strings.Contains(err.Error(), secret) {
+				t.Errorf("Open(%q): %q holds the password", tc.url, err)
+			}
+		}
 	}
 }

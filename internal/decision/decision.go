@@ -233,7 +233,7 @@ func StatusReason(status int) string { return "http_" + strconv.Itoa(status) }
 
 // Input is everything the policy looks at.
 type Input struct {
-	// Expected is the payment as the game recorded it.
+	// Expected is the payment as the payment file records it.
 	Expected provider.Record
 	// Response and Err are what provider.Client.Get returned.
 	Response provider.Response

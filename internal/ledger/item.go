@@ -193,23 +193,36 @@ func FindItem(ctx context.Context, db Querier, runID uuid.UUID, transactionID st
 }
 
 // ItemsOf returns the items of a run in the given states (every item when
-// none is given), in transaction id order. It reads the run's range of the
-// primary key (run_id, transaction_id), filtering on the state, so it costs
-// a read of the whole run: it is for reports, which list what a run found,
-// not for pages.
+// none is given), in transaction id order, as EachItemOf reads them: a
+// read of the whole run, for reports, not for pages.
 func ItemsOf(ctx context.Context, db Querier, runID uuid.UUID, states ...State) ([]Item, error) {
+	var out []Item
+	err := EachItemOf(ctx, db, runID, func(it Item) error {
+		out = append(out, it)
+		return nil
+	}, states...)
+	return out, err
+}
+
+// EachItemOf calls fn with each item of a run in the given states (every
+// item when none is given), in transaction id order, one at a time, so a
+// run of any size is read in bounded memory; an error from fn stops the
+// read and is returned. It reads the run's range of the primary key
+// (run_id, transaction_id), filtering on the state, so it costs a read of
+// the whole run.
+func EachItemOf(ctx context.Context, db Querier, runID uuid.UUID, fn func(Item) error, states ...State) error {
 	rows, err := db.Query(ctx, `
 		SELECT `+itemColumns+` FROM items i
 		 WHERE i.run_id = $1 AND (cardinality($2::text[]) = 0 OR i.state = ANY ($2))
 		 ORDER BY i.transaction_id`, runID, stateNames(states))
 	if err != nil {
-		return nil, fmt.Errorf("read items of run %s: %w", runID, err)
+		return fmt.Errorf("read items of run %s: %w", runID, err)
 	}
-	items, err := collectItems(rows)
-	if err != nil {
-		return nil, fmt.Errorf("read items of run %s: %w", runID, err)
+	var s itemScan
+	if _, err := pgx.ForEachRow(rows, s.dest(), func() error { return fn(s.item()) }); err != nil {
+		return fmt.Errorf("read items of run %s: %w", runID, err)
 	}
-	return items, nil
+	return nil
 }
 
 func stateNames(states []State) []string {
@@ -370,12 +383,35 @@ type DeadLetterFilter struct {
 	MinAmount, MaxAmount *int64
 }
 
-// DeadLetters reads items with their last transition (the one at seq =
-// history_len, looked up by transitions_item (transaction_id, run_id, seq)).
-// Without f.TransactionIDs it reads the run's range of the primary key
-// (run_id, transaction_id), filtered on the state; with them, one key each
-// (= ANY of the primary key).
+// DeadLetters reads items with their last transition, as EachDeadLetter
+// does; with f.TransactionIDs, in their order.
 func DeadLetters(ctx context.Context, db Querier, f DeadLetterFilter) ([]DeadLetter, error) {
+	var out []DeadLetter
+	err := EachDeadLetter(ctx, db, f, func(dl DeadLetter) error {
+		out = append(out, dl)
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	if f.TransactionIDs != nil {
+		place := make(map[string]int, len(f.TransactionIDs))
+		for i, id := range f.TransactionIDs {
+			place[id] = i
+		}
+		slices.SortFunc(out, func(a, b DeadLetter) int { return cmp.Compare(place[a.TransactionID], place[b.TransactionID]) })
+	}
+	return out, nil
+}
+
+// EachDeadLetter calls fn with each item f selects and its last transition
+// (the one at seq = history_len, looked up by transitions_item
+// (transaction_id, run_id, seq)), in transaction id order, one at a time;
+// an error from fn stops the read and is returned. Without f.TransactionIDs
+// it reads the run's range of the primary key (run_id, transaction_id),
+// filtered on the state; with them, one key each (= ANY of the primary
+// key).
+func EachDeadLetter(ctx context.Context, db Querier, f DeadLetterFilter, fn func(DeadLetter) error) error {
 	var reason, detail *string
 	var status *int
 	var at *time.Time
@@ -407,9 +443,8 @@ func DeadLetters(ctx context.Context, db Querier, f DeadLetterFilter) ([]DeadLet
 		 WHERE `+strings.Join(where, " AND ")+`
 		 ORDER BY i.transaction_id`, args)
 	if err != nil {
-		return nil, fmt.Errorf("read dead letters of run %s: %w", f.RunID, err)
+		return fmt.Errorf("read dead letters of run %s: %w", f.RunID, err)
 	}
-	var out []DeadLetter
 	_, err = pgx.ForEachRow(rows, s.dest(), func() error {
 		dl := DeadLetter{Item: s.item()}
 		if reason != nil {
@@ -424,20 +459,12 @@ func DeadLetters(ctx context.Context, db Querier, f DeadLetterFilter) ([]DeadLet
 		if at != nil {
 			dl.At = *at
 		}
-		out = append(out, dl)
-		return nil
+		return fn(dl)
 	})
 	if err != nil {
-		return nil, fmt.Errorf("read dead letters of run %s: %w", f.RunID, err)
+		return fmt.Errorf("read dead letters of run %s: %w", f.RunID, err)
 	}
-	if f.TransactionIDs != nil {
-		place := make(map[string]int, len(f.TransactionIDs))
-		for i, id := range f.TransactionIDs {
-			place[id] = i
-		}
-		slices.SortFunc(out, func(a, b DeadLetter) int { return cmp.Compare(place[a.TransactionID], place[b.TransactionID]) })
-	}
-	return out, nil
+	return nil
 }
 
 // TransactionRun is a run that holds a transaction id, with the state of

@@ -150,13 +150,13 @@ func OpenRuns(ctx context.Context, db Querier) (int, error) {
 	return open, nil
 }
 
-// Completion is the first completion record of a run: its totals when its
-// last item ended (a later completion, after a redrive, only counts its
-// Round here).
+// Completion is the latest completion record of a run: its totals when
+// its last item ended, the last time it did.
 type Completion struct {
 	RunID            uuid.UUID
 	ReconciliationID string
-	// Round counts the run's completions so far, 1 for the first.
+	// Round is 1 for the run's first completion, N when redriven items
+	// finished it for the N-th time.
 	Round        int
 	Items        int
 	Matched      int
@@ -175,19 +175,30 @@ type Completion struct {
 	// which consumer (or operator).
 	CompletedAt time.Time
 	CompletedBy string
-	// Took is the time from the run's creation to its completion.
+	// Took is the time from the run's creation to this completion.
 	Took time.Duration
+	// CancelledBy and CancelReason say who withdrew the run and why; empty
+	// if nobody did.
+	CancelledBy  string
+	CancelReason string
 }
 
-// Completions returns the completion records of every completed run, by
-// business date and generation: run_completions joined to runs by primary
-// key.
-func Completions(ctx context.Context, db Querier) ([]Completion, error) {
+// Completions returns the latest completion record of each complete run
+// completed at or after since, by business date and generation: a run
+// redriven and completed again shows its last round's totals (from
+// completion_rounds), not its first's (run_completions keeps those), and a
+// run reopened by a redrive shows nothing until it completes again.
+func Completions(ctx context.Context, db Querier, since time.Time) ([]Completion, error) {
 	rows, err := db.Query(ctx, `
-		SELECT r.run_id, r.reconciliation_id, c.round, c.items, `+perTerminal(`c.%s`, `, `)+`,
-		       c.provider_calls, c.throttles, c.completed_at, c.completed_by, c.completed_at - r.created_at
+		SELECT r.run_id, r.reconciliation_id, c.round, coalesce(k.items, c.items), `+perTerminal(`coalesce(k.%s, c.%s)`, `, `)+`,
+		       coalesce(k.provider_calls, c.provider_calls), coalesce(k.throttles, c.throttles),
+		       coalesce(k.completed_at, c.completed_at), coalesce(k.completed_by, c.completed_by),
+		       coalesce(k.completed_at, c.completed_at) - r.created_at,
+		       coalesce(r.cancelled_by, ''), coalesce(r.cancel_reason, '')
 		  FROM runs r JOIN run_completions c USING (run_id)
-		 ORDER BY r.business_date, r.generation`)
+		  LEFT JOIN completion_rounds k ON k.run_id = c.run_id AND k.account_id IS NULL AND k.round = c.round AND c.round > 1
+		 WHERE r.completed_at IS NOT NULL AND coalesce(k.completed_at, c.completed_at) >= $1
+		 ORDER BY r.business_date, r.generation`, since)
 	if err != nil {
 		return nil, fmt.Errorf("read completions: %w", err)
 	}

@@ -148,7 +148,7 @@ func TestOpenRunsAndCompletions(t *testing.T) {
 	if n, err := ledger.OpenRuns(ctx, pool); err != nil || n != 1 {
 		t.Errorf("OpenRuns = %d, %v; want 1", n, err)
 	}
-	cs, err := ledger.Completions(ctx, pool)
+	cs, err := ledger.Completions(ctx, pool, time.Time{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -202,5 +202,56 @@ func TestRunProgressCountsOpenAndRecentRuns(t *testing.T) {
 	}
 	if p != (ledger.Progress{Items: 10, Done: finished}) || finished == 0 {
 		t.Fatalf("after progress: %+v, want %d of 10 done", p, finished)
+	}
+}
+
+// TestCompletionsShowTheLatestRound completes a run with a dead letter,
+// requeues it and completes it again: Completions gives the second round's
+// totals (no dead letter, two calls), and only for runs completed since the
+// time asked for.
+func TestCompletionsShowTheLatestRound(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	pool := pgtest.New(t)
+	d := payments.Date{Year: 2026, Month: time.October, Day: 20}
+	old := createRun(t, pool, d.AddDays(-1), 1)
+	runID := createRun(t, pool, d, 1)
+	t1 := time.Date(2026, 10, 21, 2, 0, 0, 0, time.UTC)
+	id := func(run payments.Date) string { return fmt.Sprintf("tx_%s_1", run) }
+	if _, err := record(ctx, pool, ledger.Change{RunID: old, TransactionID: id(d.AddDays(-1)), From: ledger.Queued,
+		To: ledger.Matched, Called: true, Attempt: 1, HTTPStatus: 200, Reason: "matched", Actor: "test", At: t1}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := record(ctx, pool, ledger.Change{RunID: runID, TransactionID: id(d), From: ledger.Queued, To: ledger.DeadLettered,
+		Called: true, Attempt: 1, HTTPStatus: 400, Reason: "http_400", Actor: "test", At: t1}); err != nil {
+		t.Fatal(err)
+	}
+	t2 := t1.Add(time.Hour)
+	err := pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
+		_, err := ledger.Requeue(ctx, tx, runID, []string{id(d)}, "redrive", "alice@host", t2)
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cs, err := ledger.Completions(ctx, pool, t2); err != nil || len(cs) != 0 {
+		t.Fatalf("Completions while the redriven run is open: %+v, %v; want none", cs, err)
+	}
+	if _, err := record(ctx, pool, ledger.Change{RunID: runID, TransactionID: id(d), From: ledger.Queued, To: ledger.Matched,
+		Called: true, Attempt: 2, HTTPStatus: 200, Reason: "matched", Actor: "test", At: t2.Add(time.Minute)}); err != nil {
+		t.Fatal(err)
+	}
+	cs, err := ledger.Completions(ctx, pool, t2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(cs) != 1 || cs[0].RunID != runID {
+		t.Fatalf("Completions since the redrive = %+v, want the redriven run only", cs)
+	}
+	if c := cs[0]; c.Round != 2 || c.Matched != 1 || c.DeadLettered != 0 || !c.CompletedAt.Equal(t2.Add(time.Minute)) {
+		t.Errorf("latest completion = %+v, want round 2: 1 matched, no dead letter, at %s", c, t2.Add(time.Minute))
+	}
+	if cs, err := ledger.Completions(ctx, pool, time.Time{}); err != nil || len(cs) != 2 {
+		t.Errorf("Completions of all time = %+v, %v; want both runs", cs, err)
 	}
 }

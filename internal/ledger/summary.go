@@ -49,6 +49,10 @@ type Summary struct {
 	// Completion is the run's first completion record; nil before the run
 	// first completed.
 	Completion *Completion
+	// CancelledAt is when the run was withdrawn (nil if never), CancelledBy
+	// by whom and CancelReason why.
+	CancelledAt               *time.Time
+	CancelledBy, CancelReason string
 }
 
 // Done is the number of items in a terminal state.
@@ -115,7 +119,8 @@ func summarySQL(live bool) string {
 		       coalesce(s.open, 0), ` + perTerminal(`coalesce(s.%s, 0)`, `, `) + `,
 		       coalesce(s.calls, 0)::bigint, coalesce(s.throttles, 0)::bigint, ` + openCols + `,
 		       c.round, c.items, ` + perTerminal(`c.%s`, `, `) + `, c.provider_calls, c.throttles,
-		       c.completed_at, c.completed_by
+		       c.completed_at, c.completed_by,
+		       r.cancelled_at, coalesce(r.cancelled_by, ''), coalesce(r.cancel_reason, '')
 		  FROM runs r
 		  LEFT JOIN LATERAL (
 		        SELECT sum(remaining) AS open, ` + perTerminal(`sum(%s) AS %s`, `, `) + `,
@@ -139,7 +144,8 @@ func scanSummary(row pgx.CollectableRow) (Summary, error) {
 		&s.Source, &s.SourceSHA256, &s.TimeZone, &s.Items, &s.CreatedAt, &s.CompletedAt,
 		&s.Open, &s.Matched, &s.Mismatched, &s.Missing, &s.DeadLettered, &s.Cancelled, &s.Unexpected,
 		&s.ProviderCalls, &s.Throttles, &s.Queued, &s.RetryScheduled, &openCalls, &openThrottles,
-		&round, &cItems, &cMatched, &cMismatched, &cMissing, &cDead, &cCancelled, &cUnexpected, &cCalls, &cThrottles, &cAt, &cBy)
+		&round, &cItems, &cMatched, &cMismatched, &cMissing, &cDead, &cCancelled, &cUnexpected, &cCalls, &cThrottles, &cAt, &cBy,
+		&s.CancelledAt, &s.CancelledBy, &s.CancelReason)
 	if err != nil {
 		return s, err
 	}

@@ -225,3 +225,36 @@ func (l *lockedBuffer) String() string {
 	defer l.mu.Unlock()
 	return l.b.String()
 }
+
+// TestBarRateAfterAResume starts the bar on a run resumed with 410,288
+// items done: the rate shown is the items this process sees finish, 10 a
+// second, not every item done before it over the bar's first second.
+func TestBarRateAfterAResume(t *testing.T) {
+	t.Parallel()
+	clk := &clock{t: time.Date(2026, 10, 25, 2, 0, 0, 0, time.UTC)}
+	f := &feed{}
+	var out bytes.Buffer
+	r, err := progress.New(progress.Config{Poll: f.poll, Now: clk.now, Bar: true, Out: &out})
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.set(410288, 500000, 0)
+	r.Step(context.Background())
+	for i := range 5 {
+		clk.advance(time.Second)
+		f.set(410288+10*int64(i+1), 500000, 0)
+		r.Step(context.Background())
+	}
+	rates := regexp.MustCompile(`([0-9][0-9,.]*) items/s`).FindAllStringSubmatch(out.String(), -1)
+	if len(rates) == 0 {
+		t.Fatalf("the bar shows no rate:\n%q", out.String())
+	}
+	for _, m := range rates {
+		if m[1] != "10" {
+			t.Errorf("the bar shows %s items/s, want 10:\n%q", m[1], out.String())
+		}
+	}
+	if !strings.Contains(out.String(), "ETA 2h29m") {
+		t.Errorf("the bar's ETA for 89,662 items at 10/s, want 2h29m:\n%q", out.String())
+	}
+}

@@ -68,7 +68,7 @@ func TestGetSendsContract(t *testing.T) {
 
 func TestGetEscapesIDs(t *testing.T) {
 	t.Parallel()
-	ids := []string{"a/b", "a?b=c", "100%", "päyment-✓", `quote"d'`, "sp ace", "..", "#frag", "a;b"}
+	ids := []string{"a/b", "a?b=c", "100%", "päyment-✓", `quote"d'`, "sp ace", "..", ".", "#frag", "a;b"}
 	got := make(chan string, 1)
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.URL.RawQuery != "" {
@@ -89,6 +89,11 @@ func TestGetEscapesIDs(t *testing.T) {
 		if !ok || strings.Contains(rest, "/") {
 			t.Errorf("Get(%q) sent path %q: id not one escaped segment", id, p)
 			continue
+		}
+		// A dot segment sent as it is would be resolved by the server or
+		// a proxy on the way: /v1/transactions/.. is /v1/.
+		if rest == "." || rest == ".." {
+			t.Errorf("Get(%q) sent the dot segment %q", id, p)
 		}
 		r, err := url.PathUnescape(rest)
 		if err != nil || r != id {

@@ -39,7 +39,7 @@ func (c *Client) newRequest(ctx context.Context, pr *profile.Request, l Lookup) 
 func (c *Client) build(ctx context.Context, pr *profile.Request, expand func(template string, escape func(string) string) string,
 	idempotencyKey string) (*http.Request, error) {
 	asIs := func(s string) string { return s }
-	target := c.base + expand(pr.Path, url.PathEscape)
+	target := c.base + expand(pr.Path, pathSegment)
 	if len(pr.Query) > 0 {
 		q := make(url.Values, len(pr.Query))
 		for _, p := range pr.Query {
@@ -77,6 +77,20 @@ func (c *Client) build(ctx context.Context, pr *profile.Request, expand func(tem
 	req.Header.Set("Accept", "application/json")
 	req.Header.Set("User-Agent", c.cfg.UserAgent)
 	return req, nil
+}
+
+// pathSegment escapes id as one path segment. The dot segments "." and
+// ".." are escaped too: url.PathEscape leaves them as they are, and every
+// server and proxy on the way resolves them (RFC 3986, section 5.2.4), so
+// /v1/transactions/.. would ask for /v1/.
+func pathSegment(id string) string {
+	switch id {
+	case ".":
+		return "%2E"
+	case "..":
+		return "%2E%2E"
+	}
+	return url.PathEscape(id)
 }
 
 // jsonEscape returns id escaped for the inside of a JSON string.

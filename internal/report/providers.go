@@ -12,6 +12,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/reconcile/reconcile/internal/consume"
+	"github.com/reconcile/reconcile/internal/human"
 	"github.com/reconcile/reconcile/internal/ledger"
 	"github.com/reconcile/reconcile/internal/limiter"
 )
@@ -105,16 +106,17 @@ func providerName(p string) string { return cmp.Or(p, "(default)") }
 // writeProviderTotals writes one line per provider of a run.
 func writeProviderTotals(bw *bufio.Writer, indent string, totals []ledger.ProviderTotal) {
 	for _, p := range totals {
-		fmt.Fprintf(bw, "%sprovider %s: %d items: %d matched, %d mismatched, %d missing, %d dead-lettered, %d open; %d provider calls, %d throttled\n",
-			indent, providerName(p.Provider), p.Items, p.Matched, p.Mismatched, p.Missing, p.DeadLettered, p.Open, p.ProviderCalls, p.Throttles)
+		fmt.Fprintf(bw, "%sprovider %s: %s items: %s matched, %s mismatched, %s missing, %s dead-lettered, %s open; %s provider calls, %s throttled\n",
+			indent, providerName(p.Provider), count(p.Items), count(p.Matched), count(p.Mismatched), count(p.Missing),
+			count(p.DeadLettered), count(p.Open), human.Count(p.ProviderCalls), human.Count(p.Throttles))
 	}
 }
 
 // writeProviders writes the provider limiters and circuits of a status.
 func (st Status) writeProviders(bw *bufio.Writer) {
 	for _, l := range st.ProviderLimiters {
-		fmt.Fprintf(bw, "limiter %s: configured %s/s (burst %d), effective %s/s, %d throttles",
-			l.Name, fmtRate(l.ConfiguredRate), l.Burst, fmtRate(l.EffectiveRate), l.Throttles)
+		fmt.Fprintf(bw, "limiter %s: configured %s (burst %d), effective %s, %s throttles",
+			l.Name, human.Rate(l.ConfiguredRate), l.Burst, human.Rate(l.EffectiveRate), human.Count(l.Throttles))
 		if l.PenaltyUntil != nil {
 			fmt.Fprintf(bw, ", paused until %s", fmtTime(*l.PenaltyUntil))
 		}

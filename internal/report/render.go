@@ -7,11 +7,11 @@ import (
 	"fmt"
 	"io"
 	"math"
-	"strconv"
-	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
+
+	"github.com/reconcile/reconcile/internal/human"
 )
 
 // DB is what the queries need: a pool, a connection or a transaction.
@@ -25,22 +25,6 @@ func writeJSON(w io.Writer, v any) error {
 	enc := json.NewEncoder(w)
 	enc.SetIndent("", "  ")
 	return enc.Encode(v)
-}
-
-// fmtRate formats a rate in calls per second without trailing zeros.
-func fmtRate(r float64) string { return strconv.FormatFloat(r, 'f', -1, 64) }
-
-// fmtDuration rounds d to the second and drops zero units: 1h2m, 45s.
-func fmtDuration(d time.Duration) string {
-	d = d.Round(time.Second)
-	s := d.String()
-	if strings.HasSuffix(s, "m0s") {
-		s = strings.TrimSuffix(s, "0s")
-	}
-	if strings.HasSuffix(s, "h0m") {
-		s = strings.TrimSuffix(s, "0m")
-	}
-	return s
 }
 
 // fmtPercent renders a progress share with one decimal, rounded down until
@@ -58,7 +42,7 @@ func fmtWaiting(q QueueStatus) string {
 	if q.Available == 0 {
 		return "-"
 	}
-	return fmtDuration(time.Duration(q.OldestWaitingSeconds * float64(time.Second)))
+	return human.Duration(time.Duration(q.OldestWaitingSeconds * float64(time.Second)))
 }
 
 func fmtTime(t time.Time) string { return t.UTC().Format(time.RFC3339) }
@@ -78,8 +62,8 @@ func (st Status) WriteJSON(w io.Writer) error { return writeJSON(w, st) }
 func (st Status) WriteText(w io.Writer) error {
 	bw := bufio.NewWriter(w)
 	l := st.Limiter
-	fmt.Fprintf(bw, "limiter %s: configured %s/s (burst %d), effective %s/s, %d throttles",
-		l.Name, fmtRate(l.ConfiguredRate), l.Burst, fmtRate(l.EffectiveRate), l.Throttles)
+	fmt.Fprintf(bw, "limiter %s: configured %s (burst %d), effective %s, %s throttles",
+		l.Name, human.Rate(l.ConfiguredRate), l.Burst, human.Rate(l.EffectiveRate), human.Count(l.Throttles))
 	if l.PenaltyUntil != nil {
 		fmt.Fprintf(bw, ", paused until %s", fmtTime(*l.PenaltyUntil))
 	}
@@ -87,9 +71,9 @@ func (st Status) WriteText(w io.Writer) error {
 	for _, c := range l.History {
 		estimate := "unknown"
 		if c.Estimate > 0 {
-			estimate = fmtRate(c.Estimate) + "/s"
+			estimate = human.Rate(c.Estimate)
 		}
-		fmt.Fprintf(bw, "  %s  %-9s  rate %s/s, provider estimated at %s: %s\n", fmtTime(c.At), c.Cause, fmtRate(c.Rate), estimate, c.Detail)
+		fmt.Fprintf(bw, "  %s  %-9s  rate %s, provider estimated at %s: %s\n", fmtTime(c.At), c.Cause, human.Rate(c.Rate), estimate, c.Detail)
 	}
 	st.writeProviders(bw)
 	if len(st.Runs) == 0 {
@@ -98,21 +82,25 @@ func (st Status) WriteText(w io.Writer) error {
 	for _, r := range st.Runs {
 		s := r.States
 		fmt.Fprintf(bw, "\nrun %s (%s, generation %d, %s, source %s)\n  id        %s\n", r.ReconciliationID, r.BusinessDate, r.Generation, r.Trigger, r.Source, r.RunID)
-		fmt.Fprintf(bw, "  items     %d: %d matched, %d mismatched, %d missing, %d dead-lettered, %d unexpected, %d queued, %d retry scheduled\n",
-			r.Items, s.Matched, s.Mismatched, s.Missing, s.DeadLettered, s.Unexpected, s.Queued, s.RetryScheduled)
-		fmt.Fprintf(bw, "  progress  %s (%d of %d done)\n", fmtPercent(r.ProgressPercent, r.Open == 0), r.Items-r.Open, r.Items)
-		fmt.Fprintf(bw, "  calls     %d provider calls, %d throttled\n", r.ProviderCalls, r.Throttles)
+		if r.CancelledAt != nil {
+			fmt.Fprintf(bw, "  CANCELLED by %s at %s: %s\n", r.CancelledBy, fmtTime(*r.CancelledAt), r.CancelReason)
+		}
+		fmt.Fprintf(bw, "  items     %s: %s matched, %s mismatched, %s missing, %s dead-lettered, %s cancelled%s, %s queued, %s retry scheduled\n",
+			count(r.Items), count(s.Matched), count(s.Mismatched), count(s.Missing), count(s.DeadLettered), count(s.Cancelled),
+			unexpectedCount(s.Unexpected), count(s.Queued), count(s.RetryScheduled))
+		fmt.Fprintf(bw, "  progress  %s (%s of %s done)\n", fmtPercent(r.ProgressPercent, r.Open == 0), count(r.Items-r.Open), count(r.Items))
+		fmt.Fprintf(bw, "  calls     %s provider calls, %s throttled\n", human.Count(r.ProviderCalls), human.Count(r.Throttles))
 		writeProviderTotals(bw, "  ", r.Providers)
 		q := r.Queue
-		fmt.Fprintf(bw, "  queue     %d available, %d in flight, %d delayed, %d dead letters; oldest waiting %s\n",
-			q.Available, q.InFlight, q.Delayed, q.DeadLettered, fmtWaiting(q))
+		fmt.Fprintf(bw, "  queue     %s available, %s in flight, %s delayed, %s dead letters; oldest waiting %s\n",
+			human.Count(q.Available), human.Count(q.InFlight), human.Count(q.Delayed), human.Count(q.DeadLettered), fmtWaiting(q))
 		if r.Open > 0 && st.Consumers == 0 {
 			fmt.Fprintf(bw, "  eta       none: no consumer seen in the last %s (start `reconcile consume`)\n",
-				fmtDuration(time.Duration(st.ConsumerWindowSeconds*float64(time.Second))))
+				human.Duration(time.Duration(st.ConsumerWindowSeconds*float64(time.Second))))
 		}
 		if r.ETASeconds != nil {
-			fmt.Fprintf(bw, "  eta       %s at the effective %s/s (configured %s/s): about %s\n",
-				fmtDuration(time.Duration(*r.ETASeconds)*time.Second), fmtRate(l.EffectiveRate), fmtRate(l.ConfiguredRate),
+			fmt.Fprintf(bw, "  eta       %s at the effective %s (configured %s): about %s\n",
+				human.Duration(time.Duration(*r.ETASeconds)*time.Second), human.Rate(l.EffectiveRate), human.Rate(l.ConfiguredRate),
 				fmtTime(*r.EstimatedCompletion))
 		}
 		fmt.Fprintf(bw, "  created   %s\n  completed %s\n", fmtTime(r.CreatedAt), fmtTimePtr(r.CompletedAt))

@@ -2,8 +2,8 @@ package report
 
 import (
 	"bufio"
+	"cmp"
 	"context"
-	"encoding/csv"
 	"errors"
 	"fmt"
 	"io"
@@ -15,6 +15,7 @@ import (
 
 	"github.com/google/uuid"
 
+	"github.com/reconcile/reconcile/internal/human"
 	"github.com/reconcile/reconcile/internal/ledger"
 	"github.com/reconcile/reconcile/internal/payments"
 )
@@ -80,6 +81,13 @@ type Run struct {
 	Throttles     int64      `json:"throttles"`
 	CreatedAt     time.Time  `json:"created_at"`
 	CompletedAt   *time.Time `json:"completed_at"`
+	// Cancelled counts the items withdrawn before they were checked;
+	// CancelledAt, CancelledBy and CancelReason say when, by whom and why
+	// the run was withdrawn (null and empty if it never was).
+	Cancelled    int        `json:"cancelled"`
+	CancelledAt  *time.Time `json:"cancelled_at"`
+	CancelledBy  string     `json:"cancelled_by"`
+	CancelReason string     `json:"cancel_reason"`
 }
 
 // Discrepancy is one field on which the provider disagrees with the source.
@@ -164,62 +172,134 @@ type Unexpected struct {
 }
 
 // Load reads the report of the run opts selects; ErrNoRun when the date or
-// generation has none. It composes the ledger's reads: the run's live
-// summary, its mismatched, missing and dead-lettered items (one read of the
-// run's items each) and, with Options.All, every item.
+// generation has none. It holds the whole report in memory: Write streams
+// one instead.
 func Load(ctx context.Context, db DB, opts Options) (Report, error) {
-	if opts.Date.IsZero() {
-		return Report{}, errors.New("load report: no business date")
-	}
-	s, err := ledger.FindSummary(ctx, db, ledger.RunFilter{Date: opts.Date, Generation: opts.Generation,
-		NewestFirst: true, Live: true})
-	if errors.Is(err, ledger.ErrNotFound) {
-		if opts.Generation > 0 {
-			return Report{}, fmt.Errorf("report %s generation %d: %w", opts.Date, opts.Generation, ErrNoRun)
-		}
-		return Report{}, fmt.Errorf("report %s: %w", opts.Date, ErrNoRun)
-	}
+	s, err := findRun(ctx, db, opts)
 	if err != nil {
-		return Report{}, fmt.Errorf("read run of %s: %w", opts.Date, err)
+		return Report{}, err
 	}
 	rep := New(s)
-	mismatched, err := ledger.ItemsOf(ctx, db, s.RunID, ledger.Mismatched)
-	if err != nil {
+	c := (*collector)(&rep)
+	if err := readRows(ctx, db, s.RunID, opts.All, rowsTo{c.discrepancy, c.missing, c.deadLetter, c.unexpected, c.item}); err != nil {
 		return Report{}, err
-	}
-	for _, it := range mismatched {
-		rep.Discrepancies = append(rep.Discrepancies, DiscrepanciesOf(it, "")...)
-	}
-	missing, err := ledger.ItemsOf(ctx, db, s.RunID, ledger.Missing)
-	if err != nil {
-		return Report{}, err
-	}
-	rep.Missing = itemsOf(missing)
-	dead, err := ledger.DeadLetters(ctx, db, ledger.DeadLetterFilter{RunID: s.RunID})
-	if err != nil {
-		return Report{}, err
-	}
-	for _, d := range dead {
-		rep.DeadLetters = append(rep.DeadLetters, DeadLetterOf(d))
-	}
-	unexpected, err := ledger.ItemsOf(ctx, db, s.RunID, ledger.Unexpected)
-	if err != nil {
-		return Report{}, err
-	}
-	for _, it := range unexpected {
-		rep.Unexpected = append(rep.Unexpected, UnexpectedOf(it))
-	}
-	if opts.All {
-		all, err := ledger.ItemsOf(ctx, db, s.RunID)
-		if err != nil {
-			return Report{}, err
-		}
-		rep.Items = itemsOf(all)
 	}
 	if rep.Providers, err = providerTotals(ctx, db, s.RunID); err != nil {
 		return Report{}, err
 	}
 	return rep, nil
+}
+
+// Write streams the report of the run opts selects to w in format (csv or
+// json, as WriteCSV and WriteJSON write them), reading its rows as they are
+// written: a run of any size in bounded memory. ErrNoRun when the date or
+// generation has none; then nothing is written.
+func Write(ctx context.Context, db DB, opts Options, format string, w io.Writer) error {
+	run, err := findRun(ctx, db, opts)
+	if err != nil {
+		return err
+	}
+	s, err := NewStream(w, format, New(run).Run)
+	if err != nil {
+		return err
+	}
+	if err := readRows(ctx, db, run.RunID, opts.All, rowsTo{s.Discrepancy, s.Missing, s.DeadLetter, s.Unexpected, s.Item}); err != nil {
+		return err
+	}
+	providers, err := providerTotals(ctx, db, run.RunID)
+	if err != nil {
+		return err
+	}
+	return s.Close(providers)
+}
+
+// collector gathers a report's rows in memory.
+type collector Report
+
+func (c *collector) discrepancy(d Discrepancy) error {
+	c.Discrepancies = append(c.Discrepancies, d)
+	return nil
+}
+
+func (c *collector) missing(it Item) error {
+	c.Missing = append(c.Missing, it)
+	return nil
+}
+
+func (c *collector) deadLetter(d DeadLetter) error {
+	c.DeadLetters = append(c.DeadLetters, d)
+	return nil
+}
+
+func (c *collector) unexpected(u Unexpected) error {
+	c.Unexpected = append(c.Unexpected, u)
+	return nil
+}
+
+func (c *collector) item(it Item) error {
+	c.Items = append(c.Items, it)
+	return nil
+}
+
+// rowsTo receives a report's rows, each kind in the format's order.
+type rowsTo struct {
+	discrepancy func(Discrepancy) error
+	missing     func(Item) error
+	deadLetter  func(DeadLetter) error
+	unexpected  func(Unexpected) error
+	item        func(Item) error
+}
+
+// findRun reads the live summary of the run of a report.
+func findRun(ctx context.Context, db DB, opts Options) (ledger.Summary, error) {
+	if opts.Date.IsZero() {
+		return ledger.Summary{}, errors.New("load report: no business date")
+	}
+	s, err := ledger.FindSummary(ctx, db, ledger.RunFilter{Date: opts.Date, Generation: opts.Generation,
+		NewestFirst: true, Live: true})
+	if errors.Is(err, ledger.ErrNotFound) {
+		if opts.Generation > 0 {
+			return ledger.Summary{}, fmt.Errorf("report %s generation %d: %w", opts.Date, opts.Generation, ErrNoRun)
+		}
+		return ledger.Summary{}, fmt.Errorf("report %s: %w", opts.Date, ErrNoRun)
+	}
+	if err != nil {
+		return ledger.Summary{}, fmt.Errorf("read run of %s: %w", opts.Date, err)
+	}
+	return s, nil
+}
+
+// readRows reads the rows of a run's report into to, one at a time, in the
+// format's order: discrepancies, missing items, dead letters, unexpected
+// records, and with all every item. Each kind is one read of the run's items, streamed.
+func readRows(ctx context.Context, db DB, runID uuid.UUID, all bool, to rowsTo) error {
+	err := ledger.EachItemOf(ctx, db, runID, func(it ledger.Item) error {
+		for _, d := range DiscrepanciesOf(it, "") {
+			if err := to.discrepancy(d); err != nil {
+				return err
+			}
+		}
+		return nil
+	}, ledger.Mismatched)
+	if err != nil {
+		return err
+	}
+	if err := ledger.EachItemOf(ctx, db, runID, func(it ledger.Item) error { return to.missing(ItemOf(it)) }, ledger.Missing); err != nil {
+		return err
+	}
+	err = ledger.EachDeadLetter(ctx, db, ledger.DeadLetterFilter{RunID: runID},
+		func(d ledger.DeadLetter) error { return to.deadLetter(DeadLetterOf(d)) })
+	if err != nil {
+		return err
+	}
+	err = ledger.EachItemOf(ctx, db, runID, func(it ledger.Item) error { return to.unexpected(UnexpectedOf(it)) }, ledger.Unexpected)
+	if err != nil {
+		return err
+	}
+	if all {
+		return ledger.EachItemOf(ctx, db, runID, func(it ledger.Item) error { return to.item(ItemOf(it)) })
+	}
+	return nil
 }
 
 // New returns the report of a run with its totals and no item yet, in
@@ -230,7 +310,8 @@ func New(s ledger.Summary) Report {
 		Source: s.Source, SourceSHA256: s.SourceSHA256, TimeZone: s.TimeZone, Items: int(s.Items),
 		Matched: int(s.Matched), Mismatched: int(s.Mismatched), Missing: int(s.Missing),
 		DeadLettered: int(s.DeadLettered), Unexpected: int(s.Unexpected), Open: int(s.Open), ProviderCalls: s.ProviderCalls,
-		Throttles: s.Throttles, CreatedAt: s.CreatedAt, CompletedAt: s.CompletedAt},
+		Throttles: s.Throttles, CreatedAt: s.CreatedAt, CompletedAt: s.CompletedAt, Cancelled: int(s.Cancelled),
+		CancelledAt: s.CancelledAt, CancelledBy: s.CancelledBy, CancelReason: s.CancelReason},
 		Discrepancies: []Discrepancy{}, Missing: []Item{}, DeadLetters: []DeadLetter{}, Unexpected: []Unexpected{}}
 }
 
@@ -250,14 +331,6 @@ func ItemOf(it ledger.Item) Item {
 		Currency: it.Currency, Status: it.Status, Outcome: string(it.State), Attempts: it.Attempts,
 		Throttles: it.Throttles, LastHTTPStatus: nonZero(it.LastHTTPStatus), LastReason: it.LastReason,
 		CheckedAt: timeOrNil(it.TerminalAt)}
-}
-
-func itemsOf(items []ledger.Item) []Item {
-	out := make([]Item, len(items))
-	for i, it := range items {
-		out[i] = ItemOf(it)
-	}
-	return out
 }
 
 // DiscrepanciesOf returns a mismatched item's rows, one per differing field
@@ -309,32 +382,34 @@ func timeOrNil(t time.Time) *time.Time {
 //	{"format": "reconcile-report/v1", "run": {...}, "discrepancies": [...],
 //	 "missing": [...], "dead_letters": [...], "unexpected": [...], "items": [...]}
 //
-// with the field names of the struct tags of Run, Discrepancy, Item and
-// DeadLetter. Instants are RFC 3339 in UTC; absent values are null; "items"
+// with the field names of the struct tags of Run, Discrepancy, Item,
+// DeadLetter and Unexpected. Instants are RFC 3339 in UTC; absent values are null; "items"
 // is present only with Options.All. Fields may be added in v1; none are
 // renamed or removed.
-func (rep Report) WriteJSON(w io.Writer) error {
-	utc := rep
-	utc.Run.CreatedAt = rep.Run.CreatedAt.UTC()
-	utc.Run.CompletedAt = utcPtr(rep.Run.CompletedAt)
-	utc.Discrepancies = make([]Discrepancy, len(rep.Discrepancies))
-	for i, d := range rep.Discrepancies {
-		d.CheckedAt = utcPtr(d.CheckedAt)
-		utc.Discrepancies[i] = d
+func (rep Report) WriteJSON(w io.Writer) error { return rep.write(w, "json") }
+
+// write writes the report through a Stream in format.
+func (rep Report) write(w io.Writer, format string) error {
+	s, err := NewStream(w, format, rep.Run)
+	if err != nil {
+		return err
 	}
-	utc.Missing = utcItems(rep.Missing)
-	utc.Unexpected = make([]Unexpected, len(rep.Unexpected))
-	for i, u := range rep.Unexpected {
-		u.ListedAt = utcPtr(u.ListedAt)
-		utc.Unexpected[i] = u
+	for _, d := range rep.Discrepancies {
+		_ = s.Discrepancy(d)
 	}
-	utc.Items = utcItems(rep.Items)
-	utc.DeadLetters = make([]DeadLetter, len(rep.DeadLetters))
-	for i, d := range rep.DeadLetters {
-		d.DeadLetteredAt = utcPtr(d.DeadLetteredAt)
-		utc.DeadLetters[i] = d
+	for _, it := range rep.Missing {
+		_ = s.Missing(it)
 	}
-	return writeJSON(w, utc)
+	for _, d := range rep.DeadLetters {
+		_ = s.DeadLetter(d)
+	}
+	for _, u := range rep.Unexpected {
+		_ = s.Unexpected(u)
+	}
+	for _, it := range rep.Items {
+		_ = s.Item(it)
+	}
+	return s.Close(rep.Providers)
 }
 
 func utcPtr(t *time.Time) *time.Time {
@@ -343,18 +418,6 @@ func utcPtr(t *time.Time) *time.Time {
 	}
 	u := t.UTC()
 	return &u
-}
-
-func utcItems(items []Item) []Item {
-	if items == nil {
-		return nil
-	}
-	out := make([]Item, len(items))
-	for i, it := range items {
-		it.CheckedAt = utcPtr(it.CheckedAt)
-		out[i] = it
-	}
-	return out
 }
 
 // CSVHeader is the header row of WriteCSV, in order:
@@ -369,7 +432,8 @@ func utcItems(items []Item) []Item {
 //   - transaction_id, account_id: the payment.
 //   - amount_minor, currency, status: the expected record, from the source.
 //   - outcome: the item's state (matched, mismatched, missing,
-//     dead_lettered; queued or retry_scheduled while open).
+//     dead_lettered, cancelled, unexpected; queued or retry_scheduled while
+//     open).
 //   - field, expected, provider: for discrepancy rows, the differing field
 //     and both values as text; empty otherwise.
 //   - reason: dead_letter rows: why (max_attempts, throttle_deadline, poison,
@@ -383,53 +447,29 @@ func utcItems(items []Item) []Item {
 //     one line (runs of white space, newlines included, become one space).
 //   - at: RFC 3339 UTC instant the item reached its terminal state (for
 //     dead_letter rows, when it was dead-lettered); empty while open.
+//   - provider_amount_minor, provider_currency, provider_status: for
+//     discrepancy and unexpected rows, the provider's record; empty
+//     otherwise.
 //
 // The file is UTF-8 CSV as RFC 4180 describes it (comma separated, fields
 // with commas, quotes or newlines double-quoted), except that lines end in
-// \n. Columns may be appended in v1; none are renamed, removed or
-// reordered.
-//   - provider_amount_minor, provider_currency, provider_status: for
-//     discrepancy rows, the provider's record; empty otherwise.
+// \n. A text cell that a spreadsheet would take for a formula (starting
+// with = + - @, a tab or a carriage return, and not a plain number) starts
+// with a single quote (see SafeCell); numeric columns are never changed.
+// Columns may be appended in v1; none are renamed, removed or reordered.
 var CSVHeader = []string{"record", "reconciliation_id", "business_date", "generation", "transaction_id", "account_id",
 	"amount_minor", "currency", "status", "outcome", "field", "expected", "provider", "reason", "http_status",
 	"attempts", "throttles", "detail", "at", "provider_amount_minor", "provider_currency", "provider_status"}
 
 // WriteCSV writes the report in the CSV layout documented at CSVHeader.
-func (rep Report) WriteCSV(w io.Writer) error {
-	cw := csv.NewWriter(w)
-	run := []string{rep.Run.ReconciliationID, rep.Run.BusinessDate, strconv.Itoa(rep.Run.Generation)}
-	write := func(kind string, rest ...string) {
-		_ = cw.Write(append(append([]string{kind}, run...), rest...))
-	}
-	_ = cw.Write(CSVHeader)
-	for _, d := range rep.Discrepancies {
-		write("discrepancy", d.TransactionID, d.AccountID, strconv.FormatInt(d.AmountMinor, 10), d.Currency, d.Status,
-			"mismatched", d.Field, d.Expected, d.Provider, "mismatched", "", strconv.Itoa(d.Attempts), "", "",
-			csvTime(d.CheckedAt), strconv.FormatInt(d.ProviderAmountMinor, 10), d.ProviderCurrency, d.ProviderStatus)
-	}
-	for _, it := range rep.Missing {
-		write("missing", itemCells(it)...)
-	}
-	for _, d := range rep.DeadLetters {
-		write("dead_letter", d.TransactionID, d.AccountID, strconv.FormatInt(d.AmountMinor, 10), d.Currency, d.Status,
-			"dead_lettered", "", "", "", d.Reason, httpStatus(d.HTTPStatus), strconv.Itoa(d.Attempts),
-			strconv.Itoa(d.Throttles), oneLine(d.Detail), csvTime(d.DeadLetteredAt), "", "", "")
-	}
-	for _, u := range rep.Unexpected {
-		write("unexpected", u.TransactionID, "", "", "", "", "unexpected", "", "", "", "unexpected", "", "0", "0", "",
-			csvTime(u.ListedAt), strconv.FormatInt(u.ProviderAmountMinor, 10), u.ProviderCurrency, u.ProviderStatus)
-	}
-	for _, it := range rep.Items {
-		write("item", itemCells(it)...)
-	}
-	cw.Flush()
-	return cw.Error()
-}
+// Text cells go through SafeCell, so a spreadsheet opening the file runs
+// no formula a payment file, a provider or an operator put in them.
+func (rep Report) WriteCSV(w io.Writer) error { return rep.write(w, "csv") }
 
 func itemCells(it Item) []string {
-	return []string{it.TransactionID, it.AccountID, strconv.FormatInt(it.AmountMinor, 10), it.Currency, it.Status,
-		it.Outcome, "", "", "", it.LastReason, httpStatus(it.LastHTTPStatus), strconv.Itoa(it.Attempts),
-		strconv.Itoa(it.Throttles), "", csvTime(it.CheckedAt), "", "", ""}
+	return []string{SafeCell(it.TransactionID), SafeCell(it.AccountID), strconv.FormatInt(it.AmountMinor, 10),
+		SafeCell(it.Currency), SafeCell(it.Status), SafeCell(it.Outcome), "", "", "", SafeCell(it.LastReason),
+		httpStatus(it.LastHTTPStatus), strconv.Itoa(it.Attempts), strconv.Itoa(it.Throttles), "", csvTime(it.CheckedAt), "", "", ""}
 }
 
 // oneLine puts an error text or body excerpt on one line: every run of
@@ -460,53 +500,84 @@ func (rep Report) WriteTable(w io.Writer) error {
 	r := rep.Run
 	fmt.Fprintf(bw, "run %s (%s, generation %d, %s by %s)\n", r.ReconciliationID, r.BusinessDate, r.Generation, r.Trigger, r.TriggeredBy)
 	fmt.Fprintf(bw, "source %s (sha256 %s, time zone %s)\n", r.Source, r.SourceSHA256, r.TimeZone)
-	fmt.Fprintf(bw, "%d items: %d matched, %d mismatched, %d missing, %d dead-lettered, %d unexpected, %d open; %d provider calls, %d throttled\n",
-		r.Items, r.Matched, r.Mismatched, r.Missing, r.DeadLettered, r.Unexpected, r.Open, r.ProviderCalls, r.Throttles)
+	if r.CancelledAt != nil {
+		fmt.Fprintf(bw, "CANCELLED by %s at %s: %s\n", r.CancelledBy, fmtTime(*r.CancelledAt), r.CancelReason)
+	}
+	fmt.Fprintf(bw, "%s items: %s matched, %s mismatched, %s missing, %s dead-lettered, %s cancelled%s, %s open; %s provider calls, %s throttled\n",
+		count(r.Items), count(r.Matched), count(r.Mismatched), count(r.Missing), count(r.DeadLettered), count(r.Cancelled),
+		unexpectedCount(r.Unexpected), count(r.Open), human.Count(r.ProviderCalls), human.Count(r.Throttles))
 	writeProviderTotals(bw, "", rep.Providers)
 	fmt.Fprintf(bw, "created %s, completed %s\n", fmtTime(r.CreatedAt), fmtTimePtr(r.CompletedAt))
 
+	// Amounts in the currency's major units (the CSV and JSON keep minor
+	// units); tabwriter aligns the columns.
 	tw := tabwriter.NewWriter(bw, 0, 0, 2, ' ', 0)
 	section := func(title string, n int, header string) bool {
-		fmt.Fprintf(tw, "\n%s (%d)\n", title, n)
+		fmt.Fprintf(tw, "\n%s (%s)\n", title, count(n))
 		if n == 0 {
 			return false
 		}
 		fmt.Fprintln(tw, header)
 		return true
 	}
-	if section("discrepancies", len(rep.Discrepancies), "TRANSACTION\tACCOUNT\tAMOUNT_MINOR\tCURRENCY\tSTATUS\tFIELD\tEXPECTED\tPROVIDER") {
+	if section("discrepancies", len(rep.Discrepancies), "TRANSACTION\tACCOUNT\tAMOUNT\tSTATUS\tFIELD\tEXPECTED\tPROVIDER") {
 		for _, d := range rep.Discrepancies {
-			fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%s\t%s\t%s\t%s\n", cell(d.TransactionID), cell(d.AccountID), d.AmountMinor,
-				d.Currency, d.Status, d.Field, cell(d.Expected), cell(d.Provider))
+			expected, provider := d.Expected, d.Provider
+			if d.Field == "amount_minor" {
+				expected, provider = human.Money(d.AmountMinor, d.Currency), human.Money(d.ProviderAmountMinor, cmp.Or(d.ProviderCurrency, d.Currency))
+			}
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", cell(d.TransactionID), cell(d.AccountID), human.Money(d.AmountMinor, d.Currency),
+				d.Status, d.Field, cell(expected), cell(provider))
 		}
 	}
-	if section("missing at the provider", len(rep.Missing), "TRANSACTION\tACCOUNT\tAMOUNT_MINOR\tCURRENCY\tSTATUS\tATTEMPTS") {
+	if section("missing at the provider", len(rep.Missing), "TRANSACTION\tACCOUNT\tAMOUNT\tSTATUS\tATTEMPTS") {
 		for _, it := range rep.Missing {
-			fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%s\t%d\n", cell(it.TransactionID), cell(it.AccountID), it.AmountMinor, it.Currency, it.Status, it.Attempts)
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\n", cell(it.TransactionID), cell(it.AccountID), human.Money(it.AmountMinor, it.Currency),
+				it.Status, it.Attempts)
 		}
 	}
-	if section("dead letters", len(rep.DeadLetters), "TRANSACTION\tACCOUNT\tAMOUNT_MINOR\tCURRENCY\tSTATUS\tREASON\tHTTP\tATTEMPTS\tTHROTTLES\tDETAIL") {
+	if section("dead letters", len(rep.DeadLetters), "TRANSACTION\tACCOUNT\tAMOUNT\tSTATUS\tREASON\tHTTP\tATTEMPTS\tTHROTTLES\tDETAIL") {
 		for _, d := range rep.DeadLetters {
-			fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%s\t%s\t%s\t%d\t%d\t%s\n", cell(d.TransactionID), cell(d.AccountID),
-				d.AmountMinor, d.Currency, d.Status, d.Reason, cell(httpStatus(d.HTTPStatus)), d.Attempts, d.Throttles,
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%d\t%d\t%s\n", cell(d.TransactionID), cell(d.AccountID),
+				human.Money(d.AmountMinor, d.Currency), d.Status, d.Reason, cell(httpStatus(d.HTTPStatus)), d.Attempts, d.Throttles,
 				cell(oneLine(d.Detail)))
 		}
 	}
-	if section("unexpected: at the provider, not in the file", len(rep.Unexpected), "TRANSACTION\tPROVIDER_AMOUNT_MINOR\tPROVIDER_CURRENCY\tPROVIDER_STATUS") {
+	// Only a listed run can have any; a lookup run's "(0)" would say too much.
+	if len(rep.Unexpected) > 0 && section("unexpected: at the provider, not in the file", len(rep.Unexpected), "TRANSACTION\tPROVIDER_AMOUNT\tPROVIDER_STATUS") {
 		for _, u := range rep.Unexpected {
-			fmt.Fprintf(tw, "%s\t%d\t%s\t%s\n", cell(u.TransactionID), u.ProviderAmountMinor, u.ProviderCurrency, u.ProviderStatus)
+			fmt.Fprintf(tw, "%s\t%s\t%s\n", cell(u.TransactionID), human.Money(u.ProviderAmountMinor, u.ProviderCurrency),
+				cell(u.ProviderStatus))
 		}
 	}
-	if rep.Items != nil && section("items", len(rep.Items), "TRANSACTION\tACCOUNT\tAMOUNT_MINOR\tCURRENCY\tSTATUS\tOUTCOME\tATTEMPTS\tTHROTTLES\tLAST_HTTP\tLAST_REASON") {
+	if rep.Items != nil && section("items", len(rep.Items), "TRANSACTION\tACCOUNT\tAMOUNT\tSTATUS\tOUTCOME\tATTEMPTS\tTHROTTLES\tLAST_HTTP\tLAST_REASON") {
 		for _, it := range rep.Items {
-			fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%s\t%s\t%d\t%d\t%s\t%s\n", cell(it.TransactionID), cell(it.AccountID), it.AmountMinor,
-				it.Currency, it.Status, it.Outcome, it.Attempts, it.Throttles, cell(httpStatus(it.LastHTTPStatus)), cell(it.LastReason))
+			amount := human.Money(it.AmountMinor, it.Currency)
+			if it.Outcome == string(ledger.Unexpected) {
+				amount = "-" // the file has no record of it, so no expected amount
+			}
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%d\t%d\t%s\t%s\n", cell(it.TransactionID), cell(it.AccountID),
+				amount, cell(it.Status), it.Outcome, it.Attempts, it.Throttles,
+				cell(httpStatus(it.LastHTTPStatus)), cell(it.LastReason))
 		}
 	}
 	if err := tw.Flush(); err != nil {
 		return err
 	}
 	return bw.Flush()
+}
+
+// count writes an item count for people.
+func count(n int) string { return human.Count(int64(n)) }
+
+// unexpectedCount is ", N unexpected" when a run has unexpected records,
+// and nothing otherwise: a run checked by lookup never sees the records the
+// file lacks, so "0 unexpected" would claim what nobody looked at.
+func unexpectedCount(n int) string {
+	if n == 0 {
+		return ""
+	}
+	return ", " + count(n) + " unexpected"
 }
 
 // cell makes a value safe for one table cell: empty becomes "-", and tabs,

@@ -21,6 +21,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/reconcile/reconcile/internal/consume"
+	"github.com/reconcile/reconcile/internal/human"
 	"github.com/reconcile/reconcile/internal/ledger"
 	"github.com/reconcile/reconcile/internal/limiter"
 	"github.com/reconcile/reconcile/internal/payments"
@@ -133,6 +134,7 @@ type StateCounts struct {
 	Mismatched     int `json:"mismatched"`
 	Missing        int `json:"missing"`
 	DeadLettered   int `json:"dead_lettered"`
+	Cancelled      int `json:"cancelled"`
 	// Unexpected counts the records the provider listed that the file
 	// lacks (list mode).
 	Unexpected int `json:"unexpected"`
@@ -182,6 +184,11 @@ type RunStatus struct {
 	// Providers breaks the items down by provider; omitted when they name
 	// none.
 	Providers []ledger.ProviderTotal `json:"providers,omitempty"`
+	// CancelledAt, CancelledBy and CancelReason say when, by whom and why
+	// the run was withdrawn; omitted if it never was.
+	CancelledAt  *time.Time `json:"cancelled_at,omitempty"`
+	CancelledBy  string     `json:"cancelled_by,omitempty"`
+	CancelReason string     `json:"cancel_reason,omitempty"`
 	// DeadlineAt is the run's deadline (consume or schedule --deadline);
 	// omitted when it has none.
 	DeadlineAt *time.Time `json:"deadline_at,omitempty"`
@@ -247,7 +254,7 @@ func LoadStatus(ctx context.Context, pool *pgxpool.Pool, opts StatusOptions) (St
 		for _, r := range st.Runs {
 			if r.Open > 0 {
 				st.Warnings = append(st.Warnings, fmt.Sprintf("%s will miss the deadline %s: %d open items and no consumer seen in the last %s; start `reconcile consume`.",
-					r.ReconciliationID, st.Deadline.UTC().Format(time.RFC3339), r.Open, fmtDuration(opts.ConsumerWindow)))
+					r.ReconciliationID, st.Deadline.UTC().Format(time.RFC3339), r.Open, human.Duration(opts.ConsumerWindow)))
 			}
 		}
 	}
@@ -280,9 +287,10 @@ func loadRuns(ctx context.Context, db DB, d payments.Date) ([]RunStatus, error) 
 			Generation: s.Generation, Trigger: s.Trigger, Source: s.Source, Items: int(s.Items),
 			States: StateCounts{Queued: int(s.Queued), RetryScheduled: int(s.RetryScheduled), Matched: int(s.Matched),
 				Mismatched: int(s.Mismatched), Missing: int(s.Missing), DeadLettered: int(s.DeadLettered),
-				Unexpected: int(s.Unexpected)},
+				Cancelled: int(s.Cancelled), Unexpected: int(s.Unexpected)},
 			Open: int(s.Open), ProviderCalls: s.ProviderCalls, Throttles: s.Throttles, CreatedAt: s.CreatedAt,
-			CompletedAt: s.CompletedAt}
+			CompletedAt: s.CompletedAt, CancelledAt: s.CancelledAt, CancelledBy: s.CancelledBy,
+			CancelReason: s.CancelReason}
 		if r.Items > 0 {
 			r.ProgressPercent = math.Round(float64(r.Items-r.Open)/float64(r.Items)*1000) / 10
 		}
@@ -348,19 +356,19 @@ func (st *Status) estimate(now time.Time) {
 }
 
 func deadlineWarning(r RunStatus, ahead int, rate, configured float64, now, deadline time.Time) string {
-	msg := fmt.Sprintf("%s will miss the deadline %s: %d open items (with the runs ahead of it) need about %s at the effective %s/s, finishing about %s.",
-		r.ReconciliationID, deadline.UTC().Format(time.RFC3339), ahead, fmtDuration(time.Duration(*r.ETASeconds)*time.Second),
-		fmtRate(rate), r.EstimatedCompletion.UTC().Format(time.RFC3339))
+	msg := fmt.Sprintf("%s will miss the deadline %s: %d open items (with the runs ahead of it) need about %s at the effective %s, finishing about %s.",
+		r.ReconciliationID, deadline.UTC().Format(time.RFC3339), ahead, human.Duration(time.Duration(*r.ETASeconds)*time.Second),
+		human.Rate(rate), r.EstimatedCompletion.UTC().Format(time.RFC3339))
 	left := deadline.Sub(now)
 	if left <= 0 {
 		return msg + " The deadline has passed."
 	}
 	need := float64(ahead) / left.Seconds()
-	msg += fmt.Sprintf(" No algorithm fixes an arrival rate above the provider's ceiling: finishing in time needs %s/s", fmtRate(math.Ceil(need*10)/10))
+	msg += fmt.Sprintf(" No algorithm fixes an arrival rate above the provider's ceiling: finishing in time needs %s", human.Rate(math.Ceil(need*10)/10))
 	if need > configured {
-		msg += fmt.Sprintf(", above the configured %s/s; raise the provider's limit (then `reconcile limit set --rate`) or start the run earlier.", fmtRate(configured))
+		msg += fmt.Sprintf(", above the configured %s; raise the provider's limit (then `reconcile limit set --rate`) or start the run earlier.", human.Rate(configured))
 	} else {
-		msg += fmt.Sprintf(", within the configured %s/s but above the effective rate the provider allows now; the provider is throttling: ask for a higher limit or start the run earlier.", fmtRate(configured))
+		msg += fmt.Sprintf(", within the configured %s but above the effective rate the provider allows now; the provider is throttling: ask for a higher limit or start the run earlier.", human.Rate(configured))
 	}
 	return msg
 }
