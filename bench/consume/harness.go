@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os"
+	"runtime"
 	"slices"
 	"strconv"
 	"strings"
@@ -24,6 +25,7 @@ import (
 	"github.com/reconcile/reconcile/internal/consume"
 	"github.com/reconcile/reconcile/internal/decision"
 	"github.com/reconcile/reconcile/internal/enqueue"
+	"github.com/reconcile/reconcile/internal/ledger"
 	"github.com/reconcile/reconcile/internal/limiter"
 	"github.com/reconcile/reconcile/internal/payments"
 	"github.com/reconcile/reconcile/internal/pgserver"
@@ -152,6 +154,12 @@ type spec struct {
 	duration time.Duration
 	// policy is the retry policy (zero: decision's defaults).
 	policy decision.Policy
+	// mode is how the consumer checks items (list mode pages through the
+	// simulator's list first).
+	mode consume.Mode
+	// unexpected is the share of records the simulator has beyond the
+	// day's payments: the ones list mode reports unexpected.
+	unexpected float64
 }
 
 // result is what one run measured.
@@ -166,6 +174,13 @@ type result struct {
 	estimate []float64
 	snap     consume.Snapshot
 	lim      limiter.Snapshot
+	// took is the run's time from enqueue to its completion record, and
+	// unexpected its unexpected items.
+	took       time.Duration
+	unexpected int
+	// heapMax is the largest heap in use sampled during the run, heapEnd
+	// the heap in use at its end.
+	heapMax, heapEnd uint64
 	// goCPU is this process's CPU time during the run; pgCPU that of the
 	// pool's server backends (0 when the server is not on this machine).
 	goCPU, pgCPU time.Duration
@@ -214,6 +229,10 @@ func execute(ctx context.Context, srv *server, sp spec, o options) (result, erro
 	records := make([]provider.Record, 0, sp.items)
 	for p, ok := gen.Next(); ok; p, ok = gen.Next() {
 		records = append(records, provider.Record{ID: p.TransactionID, AmountMinor: p.AmountMinor, Currency: p.Currency, Status: p.Status})
+	}
+	for i := range int(sp.unexpected * float64(sp.items)) {
+		records = append(records, provider.Record{ID: fmt.Sprintf("tx_unbooked_%07d", i+1), AmountMinor: int64(100 + i), Currency: "EUR",
+			Status: payments.StatusSucceeded})
 	}
 
 	q := queue.New(pool, queue.Config{})
@@ -280,7 +299,7 @@ func execute(ctx context.Context, srv *server, sp spec, o options) (result, erro
 		return result{}, err
 	}
 	c, err := consume.New(pool, q, lim, client, consume.Config{Concurrency: sp.concurrency, Policy: sp.policy,
-		UntilDone: sp.duration == 0, Logger: logger, RecordBatch: o.recordBatch})
+		UntilDone: sp.duration == 0, Logger: logger, RecordBatch: o.recordBatch, Mode: sp.mode})
 	if err != nil {
 		return result{}, err
 	}
@@ -302,6 +321,8 @@ func execute(ctx context.Context, srv *server, sp spec, o options) (result, erro
 	if o.waits {
 		waits = sampleWaits(ctx, pool)
 	}
+	heapCtx, stopHeap := context.WithCancel(runCtx)
+	heap := sampleHeap(heapCtx)
 	goCPU0, pgCPU0 := processCPU(), backendCPU(ctx, pool)
 	start := time.Now()
 	estCtx, stopEstimates := context.WithCancel(runCtx)
@@ -314,6 +335,8 @@ func execute(ctx context.Context, srv *server, sp spec, o options) (result, erro
 	wg.Wait()
 	stopEstimates()
 	estimate := <-estimates
+	stopHeap()
+	heapMax := <-heap
 	for _, other := range others {
 		err = cmp.Or(err, other.err)
 		other.close()
@@ -330,7 +353,10 @@ func execute(ctx context.Context, srv *server, sp spec, o options) (result, erro
 		return result{}, ctx.Err()
 	}
 	res := result{spec: sp, elapsed: elapsed, sim: sim.Stats(), snap: c.Snapshot(), lim: lim.Snapshot(), goCPU: goCPU, pgCPU: pgCPU,
-		estimate: estimate}
+		estimate: estimate, heapMax: heapMax, heapEnd: heapInUse()}
+	if cs, err := ledger.Completions(ctx, pool, time.Time{}); err == nil && len(cs) == 1 {
+		res.took, res.unexpected = cs[0].Took, cs[0].Unexpected
+	}
 	if err := pool.QueryRow(ctx, `SELECT count(*) FROM items WHERE run_id = $1 AND terminal_at IS NOT NULL`, run.RunID).
 		Scan(&res.done); err != nil {
 		return result{}, err
@@ -340,6 +366,34 @@ func execute(ctx context.Context, srv *server, sp spec, o options) (result, erro
 	log.mu.Unlock()
 	slices.Sort(res.calls)
 	return res, nil
+}
+
+// sampleHeap samples the heap in use every 500 ms until ctx ends and
+// then sends the largest sample.
+func sampleHeap(ctx context.Context) <-chan uint64 {
+	out := make(chan uint64, 1)
+	go func() {
+		t := time.NewTicker(500 * time.Millisecond)
+		defer t.Stop()
+		var peak uint64
+		for {
+			peak = max(peak, heapInUse())
+			select {
+			case <-ctx.Done():
+				out <- peak
+				return
+			case <-t.C:
+			}
+		}
+	}()
+	return out
+}
+
+// heapInUse is the Go heap in use, in bytes.
+func heapInUse() uint64 {
+	var m runtime.MemStats
+	runtime.ReadMemStats(&m)
+	return m.HeapInuse
 }
 
 // maxInWindow returns the most calls in any window of length w.

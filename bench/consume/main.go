@@ -86,7 +86,7 @@ func run(ctx context.Context, o options) error {
 	}
 	var selected []scenario
 	for _, s := range scenarios() {
-		if o.scenario == "all" || o.scenario == s.name {
+		if (o.scenario == "all" && !s.named) || o.scenario == s.name {
 			selected = append(selected, s)
 		}
 	}

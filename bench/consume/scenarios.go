@@ -8,6 +8,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/reconcile/reconcile/internal/consume"
 	"github.com/reconcile/reconcile/internal/providersim"
 )
 
@@ -20,6 +21,9 @@ type scenario struct {
 	write   func(dir string, r result) error // optional files
 	// multi, when set, runs the scenario instead of spec (two providers).
 	multi func(ctx context.Context, srv *server, o options) ([]figure, error)
+	// named runs the scenario only when it is named, not with all (it
+	// takes minutes).
+	named bool
 }
 
 func scenarioNames() []string {
@@ -243,6 +247,8 @@ func scenarios() []scenario {
 			providersSpec{items: 4000, slowRate: 40, fastRate: 160, concurrency: 4, processes: 4}),
 		providersScenario("providers-4proc-outage", "as providers-4proc, with the slow provider's 10 s outage",
 			providersSpec{items: 4000, slowRate: 40, fastRate: 160, concurrency: 4, processes: 4, outageAt: 5 * time.Second, outage: 10 * time.Second}),
+		listScenario("list-18k", 18000, 5, 60),
+		withNamed(listScenario("list-1m", 1_000_000, 100, 0)),
 		{
 			name:  "nightly",
 			about: "18000 items, simulator and limiter at 500/s (burst 50)",
@@ -293,3 +299,39 @@ func recovery(series []providersim.Second, at int, limit float64, span int) floa
 	}
 	return float64(span)
 }
+
+// listScenario is a night of items payments in list mode, the simulator
+// holding 1% more records than the file (unexpected) and allowing rate
+// calls/s (burst one second of it), the consumer told the limit. target,
+// when set, is the most seconds from enqueue to completion.
+func listScenario(name string, items int, rate float64, target float64) scenario {
+	return scenario{
+		name: name,
+		about: fmt.Sprintf("list mode: %d payments plus 1%% unexpected at the provider, simulator and limiter at %g/s (burst %g), 8 workers",
+			items, rate, rate),
+		spec: spec{items: items, simLimit: fmt.Sprint(rate), simBurst: int(rate), rate: rate, burst: int(rate), concurrency: 8,
+			mode: consume.ModeList, unexpected: 0.01},
+		figures: func(r result) []figure {
+			took := figure{name: "enqueue to completion", value: r.took.Seconds(), unit: "s"}
+			if target > 0 {
+				took.target, took.check = fmt.Sprintf("<= %g", target), atMost(target)
+			}
+			lookupFloor := float64(items) / rate
+			return []figure{
+				took,
+				{name: "provider calls per item", value: float64(r.sim.Calls) / float64(items), unit: "calls", target: "< 0.05", check: func(v float64) bool { return v < 0.05 }},
+				{name: "list pages", value: float64(r.sim.ListCalls), unit: "calls"},
+				{name: "lookups", value: float64(r.sim.Calls - r.sim.ListCalls), unit: "calls"},
+				{name: "429s", value: float64(r.sim.Throttled), unit: "calls"},
+				{name: "unexpected recorded", value: float64(r.unexpected), unit: "items", target: fmt.Sprint(items / 100), check: atLeast(float64(items / 100))},
+				{name: "items terminal", value: float64(r.done), unit: "items", target: fmt.Sprint(items + items/100), check: atLeast(float64(items + items/100))},
+				{name: "lookup mode's floor (items / rate)", value: lookupFloor, unit: "s"},
+				{name: "heap in use: peak", value: float64(r.heapMax) / (1 << 20), unit: "MiB"},
+				{name: "heap in use: end", value: float64(r.heapEnd) / (1 << 20), unit: "MiB"},
+			}
+		},
+	}
+}
+
+// withNamed marks s to run only when named.
+func withNamed(s scenario) scenario { s.named = true; return s }

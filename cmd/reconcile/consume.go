@@ -19,6 +19,7 @@ import (
 	"github.com/reconcile/reconcile/internal/human"
 	"github.com/reconcile/reconcile/internal/ledger"
 	"github.com/reconcile/reconcile/internal/limiter"
+	"github.com/reconcile/reconcile/internal/listing"
 	"github.com/reconcile/reconcile/internal/metrics"
 	"github.com/reconcile/reconcile/internal/profile"
 	"github.com/reconcile/reconcile/internal/progress"
@@ -31,6 +32,8 @@ import (
 type consumeFlags struct {
 	untilDone        bool
 	concurrency      int
+	mode             string
+	listMargin       time.Duration
 	rate             float64
 	burst            int
 	save             bool
@@ -60,6 +63,8 @@ func (f *consumeFlags) register(fs *flag.FlagSet) {
 	def := decision.Policy{}.WithDefaults()
 	fs.BoolVar(&f.untilDone, "until-done", false, "exit 0 once every run is complete, printing a summary")
 	fs.IntVar(&f.concurrency, "concurrency", consume.DefaultConcurrency, "workers calling the provider at once")
+	fs.StringVar(&f.mode, "mode", "lookup", "lookup: one call per item; list: page through the provider's list of each run's date first, look up only what it lacks, report what the file lacks as unexpected; auto: list where the profile can")
+	fs.DurationVar(&f.listMargin, "list-margin", listing.DefaultMargin, "list mode: widen the business date's window by this much on both sides")
 	fs.Float64Var(&f.rate, "rate", 0, "shared provider rate limit (calls/s) when none is stored yet; a stored one is kept (a warning says so) unless --save")
 	fs.IntVar(&f.burst, "burst", 0, "shared burst with --rate; 0: the rate, rounded up")
 	fs.BoolVar(&f.save, "save", false, "with --rate: store it as the shared limit of every consumer, as reconcile limit set does")
@@ -123,11 +128,23 @@ func (f *consumeFlags) validate() error {
 		return usageErrorf("--max-deliveries %d: want at least 1", f.maxDeliveries)
 	case f.timeout <= 0:
 		return usageErrorf("--timeout %s: want a positive duration", f.timeout)
+	case f.listMargin < 0 || f.listMargin > 24*time.Hour:
+		return usageErrorf("--list-margin %s: want 0 to 24h", f.listMargin)
 	case f.progress != "auto" && f.progress != "bar" && f.progress != "log" && f.progress != "off":
 		return usageErrorf("--progress %q: want auto, bar, log or off", f.progress)
 	}
+	if _, err := consume.ParseMode(f.mode); err != nil {
+		return usageErrorf("--mode: %v", err)
+	}
 	_, err := f.policy()
 	return err
+}
+
+// consumeConfig is the consumer's configuration from the flags.
+func (f *consumeFlags) consumeConfig(policy decision.Policy, logger *slog.Logger) consume.Config {
+	mode, _ := consume.ParseMode(f.mode) // validated
+	return consume.Config{Concurrency: f.concurrency, Policy: policy, UntilDone: f.untilDone, Grace: f.grace,
+		Logger: logger, Mode: mode, ListMargin: f.listMargin}
 }
 
 func cmdConsume(ctx context.Context, e *env, args []string) error {
@@ -250,8 +267,7 @@ func runConsume(ctx context.Context, e *env, pool *pgxpool.Pool, logger *slog.Lo
 	if err := checkQueuedProviders(ctx, q, nil); err != nil {
 		return err
 	}
-	c, err := consume.New(pool, q, lim, client, consume.Config{Concurrency: f.concurrency, Policy: policy,
-		UntilDone: f.untilDone, Grace: f.grace, Logger: logger})
+	c, err := consume.New(pool, q, lim, client, f.consumeConfig(policy, logger))
 	if err != nil {
 		return err
 	}
@@ -283,8 +299,7 @@ func runConsumeProviders(ctx context.Context, e *env, pool *pgxpool.Pool, logger
 		return err
 	}
 	defer closeAll()
-	c, err := consume.NewWithProviders(pool, q, providers, consume.Config{Concurrency: f.concurrency, Policy: policy,
-		UntilDone: f.untilDone, Grace: f.grace, Logger: logger})
+	c, err := consume.NewWithProviders(pool, q, providers, f.consumeConfig(policy, logger))
 	if err != nil {
 		return err
 	}
@@ -395,7 +410,19 @@ func printCompletions(ctx context.Context, w io.Writer, pool *pgxpool.Pool, sinc
 		return err
 	}
 	for _, c := range cs {
-		fmt.Fprintln(w, completionLine(c))
+		ls, err := listing.ProgressOf(ctx, pool, c.RunID)
+		if err != nil {
+			return err
+		}
+		calls := c.ProviderCalls
+		for _, l := range ls {
+			calls += int64(l.Calls)
+		}
+		fmt.Fprintln(w, completionLine(c, calls))
+		for _, l := range ls {
+			fmt.Fprintf(w, "  listed %s: %s, %s pages, %s records, %s page calls%s\n", cmp.Or(l.Provider, "the provider"), l.State,
+				count(l.Pages), count(l.Records), count(l.Calls), reasonSuffix(l.Reason))
+		}
 		totals, err := ledger.ProviderTotals(ctx, pool, c.RunID)
 		if err != nil {
 			return err
@@ -412,9 +439,18 @@ func printCompletions(ctx context.Context, w io.Writer, pool *pgxpool.Pool, sinc
 	return nil
 }
 
+// reasonSuffix is ": reason" for a non-empty reason.
+func reasonSuffix(reason string) string {
+	if reason == "" {
+		return ""
+	}
+	return ": " + reason
+}
+
 // completionLine says how a run ended: complete (the round after a
-// redrive), or cancelled with who and why, with its totals.
-func completionLine(c ledger.Completion) string {
+// redrive), or cancelled with who and why, with its totals; calls is every
+// provider call the run took, the list pages of a listed run included.
+func completionLine(c ledger.Completion, calls int64) string {
 	how := "complete"
 	switch {
 	case c.CancelledBy != "":
@@ -427,9 +463,12 @@ func completionLine(c ledger.Completion) string {
 	if c.Cancelled > 0 {
 		outcomes += ", " + count(c.Cancelled) + " cancelled"
 	}
+	if c.Unexpected > 0 {
+		outcomes += ", " + count(c.Unexpected) + " unexpected"
+	}
 	return fmt.Sprintf("%s %s: %s items: %s; %s provider calls (%s per item), %s throttled; %s after enqueue",
-		c.ReconciliationID, how, count(c.Items), outcomes, human.Count(c.ProviderCalls),
-		human.Number(float64(c.ProviderCalls)/float64(max(c.Items, 1))), human.Count(c.Throttles), human.Duration(c.Took))
+		c.ReconciliationID, how, count(c.Items), outcomes, human.Count(calls),
+		human.Number(float64(calls)/float64(max(c.Items, 1))), human.Count(c.Throttles), human.Duration(c.Took))
 }
 
 // count writes an item count for people.

@@ -17,6 +17,7 @@ import (
 	"github.com/reconcile/reconcile/internal/enqueue"
 	"github.com/reconcile/reconcile/internal/ledger"
 	"github.com/reconcile/reconcile/internal/limiter"
+	"github.com/reconcile/reconcile/internal/listing"
 	"github.com/reconcile/reconcile/internal/payments"
 	"github.com/reconcile/reconcile/internal/providersim"
 	"github.com/reconcile/reconcile/internal/queue"
@@ -75,12 +76,20 @@ enqueue of any date is never taken for done.`,
 	progressMode := fs.String("progress", "auto", "progress: bar, log, off, or auto (bar when stderr is a terminal)")
 	databaseURL := fs.String("database-url", "", "run on this database instead of a throwaway one (runs named demo-…)")
 	shapeName := fs.String("profile", "reconcile", "provider API of the demo: reconcile, stripe, paypal or square")
+	modeName := fs.String("mode", "lookup", "lookup: one call per payment; list: page through the provider's list of the day first (1% of its records are not in the file: reported unexpected)")
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
 	shape, err := providersim.ParseShape(*shapeName)
 	if err != nil {
 		return usageErrorf("demo: --profile: %v", err)
+	}
+	mode, err := consume.ParseMode(*modeName)
+	if err != nil || mode == consume.ModeAuto {
+		return usageErrorf("demo: --mode %q: want lookup or list", *modeName)
+	}
+	if mode == consume.ModeList && shape != providersim.ShapeReconcile {
+		return usageErrorf("demo: --mode list: the simulator lists in the reconcile contract's shape only (--profile reconcile)")
 	}
 	if *items < 1 || *items > 1_000_000 {
 		return usageErrorf("demo: --items %d: want 1 to 1000000", *items)
@@ -105,7 +114,7 @@ enqueue of any date is never taken for done.`,
 		return usageErrorf("demo: --ui needs --keep (the console shows the kept database)")
 	}
 	res, err := runDemo(ctx, e, logger, demoOptions{items: *items, seed: *seed, date: d, keep: *keep,
-		concurrency: *concurrency, progress: *progressMode, databaseURL: *databaseURL, shape: shape, ui: *ui})
+		concurrency: *concurrency, progress: *progressMode, databaseURL: *databaseURL, shape: shape, ui: *ui, mode: mode})
 	if err != nil {
 		return err
 	}
@@ -125,6 +134,7 @@ type demoOptions struct {
 	databaseURL string // empty: a throwaway cluster
 	shape       providersim.Shape
 	ui          bool
+	mode        consume.Mode
 }
 
 // runDemo runs the demo's steps in order: the database, the day and its
@@ -164,6 +174,9 @@ func runDemo(ctx context.Context, e *env, logger *slog.Logger, o demoOptions) (d
 	if err != nil {
 		return demoResult{}, err
 	}
+	if o.mode == consume.ModeList {
+		day.addUnexpected(o.items / 100)
+	}
 	prov, err := startDemoProvider(ctx, day, o, logger)
 	if err != nil {
 		return demoResult{}, err
@@ -183,7 +196,7 @@ func runDemo(ctx context.Context, e *env, logger *slog.Logger, o demoOptions) (d
 	}
 	consumed := time.Now()
 
-	res, err := demoReport(ctx, w, pool, prov.sim, enq.RunID, consumer)
+	res, err := demoReport(ctx, w, pool, prov.sim, enq.RunID, consumer, day, o.mode)
 	if err != nil {
 		return res, err
 	}
@@ -236,7 +249,7 @@ func consumeDemoDay(ctx context.Context, e *env, pool *pgxpool.Pool, logger *slo
 		maxAttempts: def.MaxAttempts, backoffBase: 50 * time.Millisecond, backoffCap: time.Second, jitter: "full",
 		throttleDeadline: def.ThrottleDeadline, visibility: queue.DefaultVisibility, maxDeliveries: queue.DefaultMaxDeliveries,
 		grace: 5 * time.Second, providerURL: prov.url, profile: o.shape.String(), timeout: 5 * time.Second,
-		progress: o.progress, limiterName: o.limiterName()}
+		progress: o.progress, limiterName: o.limiterName(), mode: o.mode.String(), listMargin: listing.DefaultMargin}
 	if err := cf.validate(); err != nil {
 		return nil, err
 	}

@@ -40,6 +40,19 @@ type demoDay struct {
 	records  []provider.Record
 	accounts int
 	currency map[string]int
+	// unexpected are the provider's records the file lacks (list mode).
+	unexpected map[string]bool
+}
+
+// addUnexpected adds n records to the provider's side that the payment
+// file lacks: charges nobody booked, which list mode reports unexpected.
+func (d *demoDay) addUnexpected(n int) {
+	d.unexpected = make(map[string]bool, n)
+	for i := range n {
+		id := fmt.Sprintf("tx_unbooked_%06d", i+1)
+		d.records = append(d.records, provider.Record{ID: id, AmountMinor: int64(100 + 37*i), Currency: "EUR", Status: payments.StatusSucceeded})
+		d.unexpected[id] = true
+	}
 }
 
 // generateDemoDay generates n payments of date with seed.

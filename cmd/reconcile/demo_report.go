@@ -18,7 +18,8 @@ import (
 
 // demoReport prints the outcome counts against the ground truth, the
 // provider's figures and examples, and returns what it found.
-func demoReport(ctx context.Context, w io.Writer, pool *pgxpool.Pool, sim *providersim.Server, runID uuid.UUID, c *consume.Consumer) (demoResult, error) {
+func demoReport(ctx context.Context, w io.Writer, pool *pgxpool.Pool, sim *providersim.Server, runID uuid.UUID, c *consume.Consumer,
+	day demoDay, mode consume.Mode) (demoResult, error) {
 	res := demoResult{ledger: map[ledger.State]int{}, truth: map[ledger.State]int{}}
 	items, err := ledger.ItemsOf(ctx, pool, runID)
 	if err != nil {
@@ -27,7 +28,7 @@ func demoReport(ctx context.Context, w io.Writer, pool *pgxpool.Pool, sim *provi
 	for _, it := range items {
 		res.items++
 		res.ledger[it.State]++
-		t := sim.Truth(it.TransactionID)
+		t := demoTruth(sim, it.TransactionID, day, mode)
 		res.truth[t.Outcome]++
 		fields := make([]string, len(it.Differences))
 		for i, d := range it.Differences {
@@ -40,6 +41,18 @@ func demoReport(ctx context.Context, w io.Writer, pool *pgxpool.Pool, sim *provi
 		}
 	}
 	res.example = exampleRetried(items)
+
+	// Every record the file lacks that the provider lists must be an item.
+	listed := 0
+	for id := range day.unexpected {
+		if sim.Truth(id).Fault != providersim.FaultMissing {
+			listed++
+		}
+	}
+	if res.ledger[ledger.Unexpected] != listed {
+		res.mismatches = append(res.mismatches, fmt.Sprintf("%d unexpected items recorded, but the provider lists %d records the file lacks",
+			res.ledger[ledger.Unexpected], listed))
+	}
 
 	fmt.Fprintln(w)
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
@@ -80,11 +93,31 @@ func demoReport(ctx context.Context, w io.Writer, pool *pgxpool.Pool, sim *provi
 	if c != nil {
 		s := c.Snapshot()
 		fmt.Fprintf(w, "consumer: %d calls, %d retries scheduled, %d dead-lettered\n", s.Calls, s.Retried, s.DeadLettered)
+		if mode == consume.ModeList {
+			fmt.Fprintf(w, "list mode: %d list pages, %d items judged from the list, %d looked up by id\n", s.ListCalls, s.FromList, s.Calls)
+		}
 	}
 	if err := printExamples(ctx, w, pool, runID, items); err != nil {
 		return res, err
 	}
 	return res, nil
+}
+
+// demoTruth is the correct outcome of id: the simulator's, but for the
+// records the file lacks (unexpected), and in list mode for the faults
+// only a lookup meets (the list serves those records as they are).
+func demoTruth(sim *providersim.Server, id string, day demoDay, mode consume.Mode) providersim.Expected {
+	t := sim.Truth(id)
+	if day.unexpected[id] {
+		return providersim.Expected{Outcome: ledger.Unexpected, Provider: t.Provider}
+	}
+	if mode == consume.ModeList {
+		switch t.Fault {
+		case providersim.FaultBadRequest, providersim.FaultBadBody, providersim.FaultTransient:
+			return providersim.Expected{Outcome: ledger.Matched, Provider: t.Provider}
+		}
+	}
+	return t
 }
 
 // describeOutcome names an outcome for comparison, with the differing

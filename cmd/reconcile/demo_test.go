@@ -45,7 +45,7 @@ func groundTruth(t *testing.T, date string, n int, seed uint64) map[ledger.State
 	return truth
 }
 
-var outcomeRow = regexp.MustCompile(`(?m)^\s*(matched|mismatched|missing|dead_lettered)\s+(\d+)\s+(\d+)\s*$`)
+var outcomeRow = regexp.MustCompile(`(?m)^\s*(matched|mismatched|missing|dead_lettered|unexpected)\s+(\d+)\s+(\d+)\s*$`)
 
 // printedCounts parses the outcome table of the demo's report: outcome →
 // the ledger's count.
@@ -56,7 +56,7 @@ func printedCounts(t *testing.T, out string) map[ledger.State]int {
 		n, _ := strconv.Atoi(m[2])
 		got[ledger.State(m[1])] = n
 	}
-	if len(got) != 4 {
+	if len(got) != 5 {
 		t.Fatalf("outcome table not found in the report:\n%s", out)
 	}
 	return got
@@ -70,6 +70,29 @@ func runDemoCommand(t *testing.T, getenv func(string) string, args ...string) (s
 	defer cancel()
 	err := cmdDemo(ctx, e, append([]string{"--log-format", "json", "--progress", "log"}, args...))
 	return stdout.String(), stderr.String(), err
+}
+
+// TestDemoListMode runs the demo in list mode: the provider lists the day
+// with 1% of records the file lacks, and the demo's report, checked against
+// the ground truth by the demo itself, shows both directions of the join.
+func TestDemoListMode(t *testing.T) {
+	t.Parallel()
+	const items = 800
+	out, stderr, err := runDemoCommand(t, func(string) string { return "" }, "--items", strconv.Itoa(items), "--mode", "list",
+		"--database-url", pgtest.ConnString(t))
+	if err != nil {
+		t.Fatalf("demo: %v\nstdout:\n%s\nstderr:\n%s", err, out, stderr)
+	}
+	got := printedCounts(t, out)
+	if got[ledger.Unexpected] == 0 || got[ledger.Missing] == 0 || got[ledger.Mismatched] == 0 {
+		t.Errorf("list mode demo printed %v: want unexpected, missing and mismatched items", got)
+	}
+	if !strings.Contains(out, fmt.Sprintf("all %d outcomes match the ground truth", items+got[ledger.Unexpected])) {
+		t.Errorf("no match line in:\n%s", out)
+	}
+	if !strings.Contains(out, "list mode: ") || !strings.Contains(out, "unexpected;") {
+		t.Errorf("no list mode figures in:\n%s", out)
+	}
 }
 
 func TestDemoCountsEqualTheGroundTruth(t *testing.T) {
@@ -90,7 +113,8 @@ func TestDemoCountsEqualTheGroundTruth(t *testing.T) {
 	}
 	// The day has every kind of outcome, so the comparison means something.
 	for _, o := range ledger.TerminalStates() {
-		if want[o] == 0 && o != ledger.Cancelled { // only an operator cancels
+		// Only an operator cancels; only list mode finds unexpected records.
+		if want[o] == 0 && o != ledger.Cancelled && o != ledger.Unexpected {
 			t.Errorf("the demo day has no %s item", o)
 		}
 	}

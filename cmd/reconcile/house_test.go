@@ -35,6 +35,11 @@ var owners = map[string][]string{
 	"dead_lettered_items": {"internal/ledger"},
 	"account_completion":  {"internal/ledger"},
 	"transaction_history": {"internal/ledger"},
+	// The provider's own records of a run's day (list mode) are the
+	// ledger's; the listing of a run (its cursor and lease) is the listing
+	// package's.
+	"provider_records": {"internal/ledger"},
+	"run_listings":     {"internal/listing"},
 	// The queue.
 	"queue_messages": {"internal/queue"},
 	// The shared limiters.

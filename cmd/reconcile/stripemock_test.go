@@ -15,6 +15,8 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/reconcile/reconcile/internal/pgtest"
+	"github.com/reconcile/reconcile/internal/profile"
+	"github.com/reconcile/reconcile/internal/provider"
 )
 
 // stripeMockVersion is the stripe-mock release the tests run. It is a tool,
@@ -216,5 +218,35 @@ func TestConsumeStripeProfileAgainstStripeMock(t *testing.T) {
 	}
 	if seen != len(expect) {
 		t.Errorf("%d items, want %d", seen, len(expect))
+	}
+}
+
+// TestStripeListAgainstStripeMock reads a page of the stripe profile's list
+// (PaymentIntents of a window, expanded charges, has_more paging) from
+// stripe-mock, which validates the request against Stripe's OpenAPI
+// specification and answers its fixture: one PaymentIntent of 1099 usd
+// requires_payment_method, and no further page.
+func TestStripeListAgainstStripeMock(t *testing.T) {
+	t.Parallel()
+	url := startStripeMock(t)
+	prof, ok := profile.Builtin("stripe")
+	if !ok {
+		t.Fatal("no built-in stripe profile")
+	}
+	client, err := provider.New(provider.Config{BaseURL: url, Profile: prof, Token: "sk_test_4eC39HqLyjWDarjtT1zdp7dc"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	from := time.Date(2026, 10, 24, 0, 0, 0, 0, time.UTC)
+	resp, page, err := client.ListPage(context.Background(), provider.PageRequest{From: from, To: from.Add(24 * time.Hour)})
+	if err != nil || resp.Status != 200 {
+		t.Fatalf("list page: status %d, err %v: %s", resp.Status, err, resp.BodyExcerpt)
+	}
+	if len(page.Records) != 1 || page.Next != "" {
+		t.Fatalf("page = %+v, want stripe-mock's one PaymentIntent and no next page", page)
+	}
+	r := page.Records[0]
+	if !strings.HasPrefix(r.ID, "pi_") || r.AmountMinor != 1099 || r.Currency != "USD" || r.Status != "failed" {
+		t.Errorf("record = %+v, want pi_… 1099 USD failed (requires_payment_method)", r)
 	}
 }

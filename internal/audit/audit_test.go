@@ -162,6 +162,19 @@ func seed(t *testing.T, db testDB) {
 			runNightly); err != nil {
 			return err
 		}
+		// The next day was listed (list mode): one page, its one record.
+		if _, err := tx.Exec(ctx, `
+			INSERT INTO run_listings (run_id, provider, state, window_from, window_to, pages, records, calls, finished_at)
+			VALUES ($1, '', 'done', '2026-10-24 23:00:00+00', '2026-10-26 00:00:00+00', 1, 1, 1, '2026-10-26 01:00:01+00')`,
+			runNext); err != nil {
+			return err
+		}
+		if _, err := tx.Exec(ctx, `
+			INSERT INTO provider_records (run_id, provider, record_id, amount_minor, currency, status, kind, page)
+			SELECT run_id, provider, transaction_id, amount_minor, currency, status, 'payment', 1 FROM items WHERE run_id = $1`,
+			runNext); err != nil {
+			return err
+		}
 		// tx-1004 was dead-lettered when the night first completed; its
 		// redrive completed the run and acc-2 a second time.
 		if _, err := tx.Exec(ctx, `

@@ -18,7 +18,7 @@ import (
 // enqueued), which the seed leaves empty.
 var ledgerRelations = []string{
 	"runs", "items", "transitions", "run_shards", "account_progress", "run_completions", "account_completions",
-	"completion_rounds", "run_breakdown", "notifications", "notification_deliveries",
+	"completion_rounds", "run_breakdown", "notifications", "notification_deliveries", "provider_records", "run_listings",
 	"run_summary", "discrepancies", "dead_lettered_items", "account_completion", "transaction_history",
 }
 

@@ -42,8 +42,8 @@ const fixtureDay = "transaction_id,account_id,amount_minor,currency,status,occur
 	"tx_f,acc_3,75,EUR,failed,2026-10-24T13:00:00Z\n"
 
 // testBundle is a console on a database holding one run of 2026-10-24: one
-// item of each outcome (the evil id mismatched, tx_d dead-lettered) and
-// tx_f still queued.
+// item of each outcome (the evil id mismatched, tx_d dead-lettered, tx_u
+// listed by the provider and unexpected) and tx_f still queued.
 type testBundle struct {
 	pool  *pgxpool.Pool
 	h     *Handler
@@ -112,6 +112,18 @@ func setupDay(t *testing.T, auth Auth, day string) *testBundle {
 		}
 	}
 	if err := q.Release(ctx, release); err != nil {
+		t.Fatal(err)
+	}
+	// The provider's list of the day holds a payment the file lacks.
+	err = pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
+		if _, err := ledger.StoreListed(ctx, tx, res.RunID, "", 1,
+			[]ledger.Listed{{ID: "tx_u", AmountMinor: 3300, Currency: "EUR", Status: "succeeded", Kind: "payment"}}); err != nil {
+			return err
+		}
+		_, err := ledger.RecordUnexpected(ctx, tx, res.RunID, "", "worker-1:42", t0.Add(time.Minute))
+		return err
+	})
+	if err != nil {
 		t.Fatal(err)
 	}
 	h := newHandler(t, Config{Pool: pool, Auth: auth, Queue: q})
@@ -458,7 +470,10 @@ func TestExportIsTheReportFormat(t *testing.T) {
 		t.Errorf("CSV export:\n%s\nwant report's:\n%s", w.Body, want.String())
 	}
 
-	rep.Discrepancies, rep.Missing, rep.DeadLetters = []report.Discrepancy{}, []report.Item{}, dead
+	if len(rep.Unexpected) != 1 {
+		t.Errorf("the report has %d unexpected records, want tx_u", len(rep.Unexpected))
+	}
+	rep.Discrepancies, rep.Missing, rep.DeadLetters, rep.Unexpected = []report.Discrepancy{}, []report.Item{}, dead, []report.Unexpected{}
 	want.Reset()
 	if err := rep.WriteJSON(&want); err != nil {
 		t.Fatal(err)
@@ -520,5 +535,31 @@ func TestTransactionPageShowsABrokenLink(t *testing.T) {
 	body := b.do(t, "GET", page, bob, nil).Body.String()
 	if !strings.Contains(body, "Hash chain broken at seq 1 (hash)") || !strings.Contains(body, `<tr class="broken">`) {
 		t.Errorf("tampered chain not shown as broken:\n%s", body)
+	}
+}
+
+// TestDiscrepanciesListUnexpectedRecords shows the records the provider
+// listed that the file lacks, with the provider's values, on their own and
+// among all discrepancies, and counts them on the run page.
+func TestDiscrepanciesListUnexpectedRecords(t *testing.T) {
+	t.Parallel()
+	b := setup(t, htpasswd(t))
+	bob := b.login(t, "bob")
+	run := "/runs/" + b.runID.String()
+	for _, page := range []string{run + "/discrepancies?outcome=unexpected", run + "/discrepancies?outcome=all"} {
+		w := b.do(t, "GET", page, bob, nil)
+		wantStatus(t, w, http.StatusOK, page)
+		if body := w.Body.String(); !strings.Contains(body, `/tx/tx_u"`) || !strings.Contains(body, "not in the file") ||
+			!strings.Contains(body, "33.00 EUR succeeded") {
+			t.Errorf("%s does not show tx_u with the provider's 33.00 EUR succeeded:\n%s", page, body)
+		}
+	}
+	w := b.do(t, "GET", run+"/discrepancies", bob, nil)
+	if strings.Contains(w.Body.String(), `/tx/tx_u"`) {
+		t.Errorf("the mismatched items list the unexpected tx_u:\n%s", w.Body)
+	}
+	w = b.do(t, "GET", run, bob, nil)
+	if !strings.Contains(w.Body.String(), `discrepancies?outcome=unexpected">1</a>`) {
+		t.Errorf("the run page does not count one unexpected record:\n%s", w.Body)
 	}
 }

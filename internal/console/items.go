@@ -19,7 +19,7 @@ import (
 // filters are the GET parameters of the discrepancy and dead-letter pages.
 // The URL is the bookmark: every filter is a parameter.
 type filters struct {
-	Outcome string // mismatched (default), missing or all (both)
+	Outcome string // mismatched (default), missing, unexpected or all (the three)
 	Field   string // a differing field: amount_minor, currency or status
 	Account string
 	// Provider is a providers file's name, or "(default)" for the items
@@ -38,9 +38,9 @@ func parseFilters(q url.Values) (filters, error) {
 	switch f.Outcome {
 	case "":
 		f.Outcome = "mismatched"
-	case "mismatched", "missing", "all":
+	case "mismatched", "missing", "unexpected", "all":
 	default:
-		return f, badRequest("outcome=%q: want mismatched, missing or all", f.Outcome)
+		return f, badRequest("outcome=%q: want mismatched, missing, unexpected or all", f.Outcome)
 	}
 	switch f.Field {
 	case "", "amount_minor", "currency", "status":
@@ -95,8 +95,10 @@ func (f filters) states() []ledger.State {
 	switch f.Outcome {
 	case "missing":
 		return []ledger.State{ledger.Missing}
+	case "unexpected":
+		return []ledger.State{ledger.Unexpected}
 	case "all":
-		return []ledger.State{ledger.Mismatched, ledger.Missing}
+		return []ledger.State{ledger.Mismatched, ledger.Missing, ledger.Unexpected}
 	}
 	return []ledger.State{ledger.Mismatched}
 }
@@ -169,16 +171,20 @@ func (h *Handler) discrepanciesPage(w http.ResponseWriter, r *http.Request, u Us
 
 // exportItems writes every item the filters select (from After on) as a
 // report of the run in the report command's CSV or JSON format: the
-// discrepancies, then (outcome=all or missing) the missing items, each
-// read a window of Config.Window items at a time.
+// discrepancies, then (outcome=all or missing) the missing items, then
+// (outcome=all or unexpected) the records the provider listed that the
+// file lacks, each read a window of Config.Window items at a time.
 func (h *Handler) exportItems(w http.ResponseWriter, r *http.Request, u User, id uuid.UUID, f filters) error {
 	return h.exportReport(w, r, u, id, f.Format, "discrepancies", func(ctx context.Context, rd *reader, s *report.Stream) error {
 		for _, state := range f.states() {
 			pass := f
 			pass.Outcome = string(state)
 			err := eachFound(ctx, rd, id, pass, h.cfg.Window, func(it ledger.Item) error {
-				if it.State == ledger.Missing {
+				switch it.State {
+				case ledger.Missing:
 					return s.Missing(report.ItemOf(it))
+				case ledger.Unexpected:
+					return s.Unexpected(report.UnexpectedOf(it))
 				}
 				for _, d := range report.DiscrepanciesOf(it, f.Field) {
 					if err := s.Discrepancy(d); err != nil {

@@ -2,12 +2,14 @@ package consume
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
 	"github.com/reconcile/reconcile/internal/dbconn"
 	"github.com/reconcile/reconcile/internal/ledger"
 	"github.com/reconcile/reconcile/internal/pause"
+	"github.com/reconcile/reconcile/internal/provider"
 	"github.com/reconcile/reconcile/internal/queue"
 )
 
@@ -17,6 +19,9 @@ type job struct {
 	item      ledger.Item
 	ok        bool      // the item exists
 	claimedAt time.Time // when the lease started, by Config.Now
+	// listed is the provider's record of the item from the run's listing
+	// (list mode); nil: the item is looked up.
+	listed *provider.Record
 }
 
 // The kinds of database failure the consumer logs through dbWarn.
@@ -87,6 +92,21 @@ func (c *Consumer) claimLoop(ctx context.Context, l *lane) error {
 		}
 		c.dbWarn.OK(warnClaim, "claims work again")
 		failures = 0
+		if l.lister != nil && len(batch) > 0 {
+			if batch, err = c.listFirst(ctx, l, batch); err != nil {
+				if errors.Is(err, ErrProviderAuth) || ctx.Err() != nil {
+					return err
+				}
+				c.cfg.Logger.Warn("listing failed; retrying", "err", err)
+				if err := pause.For(ctx, c.cfg.IdleWait); err != nil {
+					return err
+				}
+				continue
+			}
+			if len(batch) == 0 {
+				continue
+			}
+		}
 		for _, j := range batch {
 			jobs <- j
 		}

@@ -28,6 +28,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/reconcile/reconcile/internal/circuit"
@@ -115,6 +116,12 @@ type Config struct {
 	// visibility timeout is redelivered, which tests use to provoke
 	// duplicate deliveries).
 	LeaseRenewal time.Duration
+	// Mode is how items are checked: looked up one by one, or from the
+	// provider's list of each run's date first. Defaults to ModeLookup.
+	Mode Mode
+	// ListMargin widens a listed run's business date on both sides.
+	// Defaults to listing.DefaultMargin (1h).
+	ListMargin time.Duration
 }
 
 // withDefaults returns c with its zero fields set to their defaults, for a
@@ -236,6 +243,10 @@ func NewWithProviders(pool *pgxpool.Pool, q *queue.Queue, providers []Provider, 
 		if p.Name != "" {
 			l.logger = cfg.Logger.With("provider", p.Name)
 		}
+		if l.lister, err = c.newLister(p); err != nil {
+			return nil, err
+		}
+		l.settled = map[uuid.UUID]bool{}
 		c.lanes = append(c.lanes, l)
 	}
 	return c, nil

@@ -59,6 +59,11 @@ type options struct {
 	// unknown leaves the first unknown payments of the day out of the
 	// simulator's dataset: it answers them 404.
 	unknown int
+	// extra adds records to the simulator's dataset that the day lacks:
+	// the unexpected ones of list mode.
+	extra []provider.Record
+	// list configures the simulator's list.
+	list providersim.ListConfig
 }
 
 // setup enqueues a generated day and starts a simulator that knows it.
@@ -93,8 +98,8 @@ func setup(t *testing.T, o options) *testBundle {
 	if err != nil {
 		t.Fatal(err)
 	}
-	sim, err := providersim.New(providersim.Config{Records: records[o.unknown:], Seed: 11, Shares: o.shares, Limit: sched, Burst: o.burst,
-		Token: provider.Secret(o.simToken), Latency: o.latency})
+	sim, err := providersim.New(providersim.Config{Records: append(records[o.unknown:], o.extra...), Seed: 11, Shares: o.shares, Limit: sched, Burst: o.burst,
+		Token: provider.Secret(o.simToken), Latency: o.latency, List: o.list})
 	if err != nil {
 		t.Fatal(err)
 	}

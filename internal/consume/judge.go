@@ -28,9 +28,10 @@ const ReasonNotFoundHeld = "not_found_held"
 // answer means, and sets the message's fate from the decision, or from the
 // circuit when the provider as a whole is down.
 func (c *Consumer) judge(ctx context.Context, l *lane, o outcome, resp provider.Response, callErr error) outcome {
-	// An item whose account the account map lacks is not asked about.
+	// An item whose account the account map lacks is not asked about, nor
+	// one its run's listing answered for.
 	called := provider.KindOf(callErr) != provider.KindUnmappedAccount
-	if called {
+	if called && !o.fromList {
 		c.observe(l, resp, callErr, o.at)
 	}
 	dec := decision.Decide(c.cfg.Policy, decisionInput(o.job, resp, callErr, o.at), c.random)
@@ -44,10 +45,14 @@ func (c *Consumer) judge(ctx context.Context, l *lane, o outcome, resp provider.
 		kind, cause = circuit.Busy, "" // the provider is up, and said nothing about the item
 	}
 	ended := c.cfg.Now()
-	verdict, st := l.record(ended, circuit.Event{Kind: kind, Item: o.job.d.TransactionID, Cause: cause, Probe: o.probe,
-		Retry: o.job.item.Attempts > 0, Run: o.job.d.RunID.String(), RunItems: o.job.item.RunItems})
-	if verdict.Change != circuit.Unchanged {
-		c.persistCircuit(ctx, l, st, ended)
+	var verdict circuit.Verdict
+	var st circuit.State
+	if !o.fromList { // a listed record says nothing new of the provider's health
+		verdict, st = l.record(ended, circuit.Event{Kind: kind, Item: o.job.d.TransactionID, Cause: cause, Probe: o.probe,
+			Retry: o.job.item.Attempts > 0, Run: o.job.d.RunID.String(), RunItems: o.job.item.RunItems})
+		if verdict.Change != circuit.Unchanged {
+			c.persistCircuit(ctx, l, st, ended)
+		}
 	}
 
 	if called {

@@ -8,8 +8,11 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/google/uuid"
+
 	"github.com/reconcile/reconcile/internal/circuit"
 	"github.com/reconcile/reconcile/internal/limiter"
+	"github.com/reconcile/reconcile/internal/listing"
 	"github.com/reconcile/reconcile/internal/logthrottle"
 	"github.com/reconcile/reconcile/internal/provider"
 )
@@ -46,6 +49,11 @@ type lane struct {
 	busy    atomic.Int64  // workers processing one of the lane's jobs
 	runDone chan struct{} // a recorded result completed a run
 	logger  *slog.Logger
+	// lister lists the provider's records of each run first (list mode);
+	// nil: every item is looked up. settled holds the runs whose listing
+	// ended; only the lane's claimer uses it.
+	lister  *listing.Lister
+	settled map[uuid.UUID]bool
 
 	mu        sync.Mutex // guards breaker and warn
 	breaker   *circuit.Breaker

@@ -64,6 +64,9 @@ type outcome struct {
 	// call is the provider's answer the outcome rests on; nil when no call
 	// was made or it was cut short.
 	call *answer
+	// fromList is set when the answer is the item's record from its run's
+	// listing (list mode), not a call of its own.
+	fromList bool
 	// err is why consuming stops (fate stop), or why the lease was lost.
 	err error
 }
@@ -110,14 +113,17 @@ func (o outcome) change(actor string) (ledger.Change, bool) {
 		Reason: o.reason, RetryAfter: o.delay, Actor: actor, At: o.at,
 	}
 	if o.call != nil {
-		ch.Called, ch.Attempt = true, j.d.Attempt+1
+		ch.Called, ch.Attempt = !o.fromList, j.d.Attempt+1
 		ch.Throttled, ch.HTTPStatus, ch.Provider = o.call.throttled, o.call.status, o.call.record
 		for _, d := range o.call.differences {
 			ch.Differences = append(ch.Differences, ledger.Difference{Field: d.Field, Expected: d.Expected, Provider: d.Provider})
 		}
 	}
-	if o.detail != "" || o.fate == retryLater {
+	if o.detail != "" || o.fate == retryLater || o.fromList {
 		ch.Details = map[string]any{}
+		if o.fromList {
+			ch.Details["source"] = "list"
+		}
 		if o.detail != "" {
 			ch.Details["detail"] = o.detail
 		}

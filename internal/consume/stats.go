@@ -11,7 +11,7 @@ import (
 // concurrent use.
 type Stats struct {
 	calls, throttles, acked, retried, deadLettered, stale, conflicts, released atomic.Int64
-	systemic, deferred                                                         atomic.Int64
+	systemic, deferred, listCalls, fromList                                    atomic.Int64
 	byClass                                                                    [6]atomic.Int64 // 0: no answer, 1..5: 1xx..5xx
 	outcomes                                                                   sync.Map        // outcome word → *atomic.Int64
 }
@@ -40,6 +40,9 @@ type Snapshot struct {
 	// Deferred counts messages put back uncalled because their provider's
 	// circuit was open.
 	Deferred int64
+	// ListCalls counts the list pages this consumer requested (list mode);
+	// FromList the items it judged from a listed record, without a call.
+	ListCalls, FromList int64
 }
 
 // Snapshot returns the consumer's counters so far.
@@ -48,7 +51,7 @@ func (c *Consumer) Snapshot() Snapshot {
 	out := Snapshot{Calls: s.calls.Load(), Throttles: s.throttles.Load(), Acked: s.acked.Load(),
 		Retried: s.retried.Load(), DeadLettered: s.deadLettered.Load(), Stale: s.stale.Load(),
 		Conflicts: s.conflicts.Load(), Released: s.released.Load(), Systemic: s.systemic.Load(), Deferred: s.deferred.Load(),
-		ByClass: map[string]int64{}, Outcomes: map[string]int64{}}
+		ListCalls: s.listCalls.Load(), FromList: s.fromList.Load(), ByClass: map[string]int64{}, Outcomes: map[string]int64{}}
 	names := [6]string{"error", "1xx", "2xx", "3xx", "4xx", "5xx"}
 	for i := range s.byClass {
 		out.ByClass[names[i]] = s.byClass[i].Load()

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"net/http"
 	"sync"
 	"time"
 
@@ -48,6 +49,13 @@ func (c *Consumer) process(lc *lifecycle, l *lane, slots chan struct{}, o outcom
 		return o.acked() // the outcome is recorded already (a redelivery)
 	case j.d.Poison:
 		return o.deadLettered(ledger.DeadLettered, "poison", fmt.Sprintf("claimed %d times without a result", j.d.Deliveries))
+	}
+	if j.listed != nil {
+		// The run's listing answered for the item: judged as a lookup's
+		// answer would be, without a call.
+		c.stats.fromList.Add(1)
+		o.fromList = true
+		return c.judge(lc.callCtx, l, o, provider.Response{Status: http.StatusOK, Record: *j.listed}, nil)
 	}
 	// An open circuit lets one probe through; everyone else puts the
 	// message back until the next probe rather than sit on its lease.

@@ -97,7 +97,7 @@ func TestCompletionIsAnnouncedInItsTransaction(t *testing.T) {
 		t.Fatalf("%d announcements of the completion, want 1", len(got))
 	}
 	r := got[0]
-	wantOutcomes := map[string]int{"matched": 1, "mismatched": 1, "missing": 1, "dead_lettered": 1, "cancelled": 0}
+	wantOutcomes := map[string]int{"matched": 1, "mismatched": 1, "missing": 1, "dead_lettered": 1, "cancelled": 0, "unexpected": 0}
 	// seedRun's currencies cycle EUR, USD, JPY with amounts 100, 101, ...
 	wantStake := []outbox.Amount{{Currency: "EUR", DeadLetteredMinor: 103}, {Currency: "JPY", MissingMinor: 102},
 		{Currency: "USD", MismatchedMinor: 101}}

@@ -164,6 +164,9 @@ type Completion struct {
 	Missing      int
 	DeadLettered int
 	Cancelled    int
+	// Unexpected counts the records the provider listed that the file
+	// lacks (list mode); Items includes them.
+	Unexpected int
 	// ProviderCalls counts the provider calls made for the run's items,
 	// Throttles those answered 429.
 	ProviderCalls int64

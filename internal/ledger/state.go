@@ -22,6 +22,10 @@ const (
 	// it was checked: `reconcile cancel`, or a newer generation superseding
 	// it (see [CancelItems]).
 	Cancelled State = "cancelled"
+	// Unexpected is the outcome of a record the provider listed for the
+	// run's date that the payment file lacks (list mode): an item of its
+	// own, recorded terminal by [RecordUnexpected].
+	Unexpected State = "unexpected"
 )
 
 // States returns every item state, the open ones first and then the
@@ -43,7 +47,7 @@ func OpenStates() []State {
 // completion counters have one column per terminal state. Each call returns
 // a new slice.
 func TerminalStates() []State {
-	return []State{Matched, Mismatched, Missing, DeadLettered, Cancelled}
+	return []State{Matched, Mismatched, Missing, DeadLettered, Cancelled, Unexpected}
 }
 
 // Terminal reports whether s is a final outcome.

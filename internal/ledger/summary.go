@@ -39,9 +39,9 @@ type Summary struct {
 	// Queued and RetryScheduled split Open by state. Only RunFilter.Live
 	// reads them; they are zero otherwise.
 	Queued, RetryScheduled int64
-	// Matched, Mismatched, Missing, DeadLettered and Cancelled count the
-	// terminal items by outcome.
-	Matched, Mismatched, Missing, DeadLettered, Cancelled int64
+	// Matched, Mismatched, Missing, DeadLettered, Cancelled and Unexpected
+	// count the terminal items by outcome.
+	Matched, Mismatched, Missing, DeadLettered, Cancelled, Unexpected int64
 	// ProviderCalls counts the provider calls made for the terminal items
 	// and Throttles those answered 429; with RunFilter.Live, those made for
 	// the open items too.
@@ -136,15 +136,15 @@ func scanSummary(row pgx.CollectableRow) (Summary, error) {
 	var openCalls, openThrottles int64
 	var round *int
 	var c Completion
-	var cItems, cMatched, cMismatched, cMissing, cDead, cCancelled *int
+	var cItems, cMatched, cMismatched, cMissing, cDead, cCancelled, cUnexpected *int
 	var cCalls, cThrottles *int64
 	var cAt *time.Time
 	var cBy *string
 	err := row.Scan(&s.RunID, &s.ReconciliationID, &date, &s.Generation, &s.Trigger, &s.TriggeredBy,
 		&s.Source, &s.SourceSHA256, &s.TimeZone, &s.Items, &s.CreatedAt, &s.CompletedAt,
-		&s.Open, &s.Matched, &s.Mismatched, &s.Missing, &s.DeadLettered, &s.Cancelled,
+		&s.Open, &s.Matched, &s.Mismatched, &s.Missing, &s.DeadLettered, &s.Cancelled, &s.Unexpected,
 		&s.ProviderCalls, &s.Throttles, &s.Queued, &s.RetryScheduled, &openCalls, &openThrottles,
-		&round, &cItems, &cMatched, &cMismatched, &cMissing, &cDead, &cCancelled, &cCalls, &cThrottles, &cAt, &cBy,
+		&round, &cItems, &cMatched, &cMismatched, &cMissing, &cDead, &cCancelled, &cUnexpected, &cCalls, &cThrottles, &cAt, &cBy,
 		&s.CancelledAt, &s.CancelledBy, &s.CancelReason)
 	if err != nil {
 		return s, err
@@ -157,7 +157,7 @@ func scanSummary(row pgx.CollectableRow) (Summary, error) {
 	if round != nil {
 		c = Completion{ReconciliationID: s.ReconciliationID, RunID: s.RunID, Round: *round, Items: *cItems,
 			Matched: *cMatched, Mismatched: *cMismatched, Missing: *cMissing, DeadLettered: *cDead,
-			Cancelled: *cCancelled, ProviderCalls: *cCalls, Throttles: *cThrottles, CompletedAt: *cAt,
+			Cancelled: *cCancelled, Unexpected: *cUnexpected, ProviderCalls: *cCalls, Throttles: *cThrottles, CompletedAt: *cAt,
 			CompletedBy: *cBy, Took: cAt.Sub(s.CreatedAt)}
 		s.Completion = &c
 	}

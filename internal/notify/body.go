@@ -108,7 +108,7 @@ func Headline(e outbox.Event) string {
 		if r.Round > 1 {
 			round = fmt.Sprintf(" (round %d)", r.Round)
 		}
-		problems := r.Outcomes["mismatched"] + r.Outcomes["missing"] + r.Outcomes["dead_lettered"]
+		problems := r.Outcomes["mismatched"] + r.Outcomes["missing"] + r.Outcomes["dead_lettered"] + r.Outcomes["unexpected"]
 		verdict := "all matched"
 		if problems > 0 {
 			verdict = fmt.Sprintf("%d to look at", problems)
@@ -123,7 +123,7 @@ func Headline(e outbox.Event) string {
 // outcomeLine lists the counts by outcome, in the ledger's order.
 func outcomeLine(r outbox.Run) string {
 	var parts []string
-	for _, o := range []string{"matched", "mismatched", "missing", "dead_lettered", "cancelled"} {
+	for _, o := range []string{"matched", "mismatched", "missing", "dead_lettered", "cancelled", "unexpected"} {
 		if n := r.Outcomes[o]; n > 0 || o == "matched" {
 			parts = append(parts, fmt.Sprintf("%d %s", n, strings.ReplaceAll(o, "_", "-")))
 		}

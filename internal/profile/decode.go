@@ -111,15 +111,22 @@ func (d *parser) path(n node, key string) (string, error) {
 	return s, nil
 }
 
-// pairs decodes an object of string values, sorted by name.
+// pairs decodes an object of string values, sorted by name, whose
+// templates hold a lookup's placeholders.
 func (d *parser) pairs(n node, key string, header bool) ([]Pair, error) {
+	return d.pairsOf(n, key, header, lookupPlaceholders)
+}
+
+// pairsOf decodes an object of string values, sorted by name, whose
+// templates may hold the placeholders allowed.
+func (d *parser) pairsOf(n node, key string, header bool, allowed []string) ([]Pair, error) {
 	var out []Pair
 	err := d.object(n, key, nil, func(m member, key string) error {
 		v, err := d.str(m.val, key)
 		if err != nil {
 			return err
 		}
-		if err := d.template(m.val, key, v); err != nil {
+		if err := d.templateOf(m.val, key, v, allowed); err != nil {
 			return err
 		}
 		if header {
@@ -139,10 +146,18 @@ func (d *parser) pairs(n node, key string, header bool) ([]Pair, error) {
 	return out, err
 }
 
-// template checks the placeholders of a request template: every {word} must
-// be {id} or {account}. Braces around anything else (a JSON body's
-// objects, a GraphQL query's selections) are text.
+// lookupPlaceholders are the words a lookup's templates may hold.
+var lookupPlaceholders = []string{"id", "account"}
+
+// template checks the placeholders of a lookup's request template: every
+// {word} must be {id} or {account}. Braces around anything else (a JSON
+// body's objects, a GraphQL query's selections) are text.
 func (d *parser) template(n node, key, s string) error {
+	return d.templateOf(n, key, s, lookupPlaceholders)
+}
+
+// templateOf checks that every {word} of template s is one of allowed.
+func (d *parser) templateOf(n node, key, s string, allowed []string) error {
 	for rest := s; ; {
 		open := strings.IndexByte(rest, '{')
 		if open < 0 {
@@ -154,8 +169,10 @@ func (d *parser) template(n node, key, s string) error {
 			return nil
 		}
 		word := rest[:end]
-		if isWord(word) && word != "id" && word != "account" {
-			return d.errf(n, key, "unknown placeholder {%s} (want {id} or {account})", word)
+		if isWord(word) && !slices.Contains(allowed, word) {
+			last := len(allowed) - 1
+			want := "{" + strings.Join(allowed[:last], "}, {") + "} or {" + allowed[last] + "}"
+			return d.errf(n, key, "unknown placeholder {%s} (want %s)", word, want)
 		}
 	}
 }

@@ -99,7 +99,11 @@ func Parse(file string, data []byte) (*Profile, error) {
 		"status_map":   func(n node, key string) error { return d.statusMap(n, key, &p.Payment.Reading) },
 		"status_rules": func(n node, key string) error { return d.statusRules(n, key, &p.Payment.Reading) },
 		"kinds":        func(n node, key string) error { return d.kinds(n, key, p) },
-		"account":      func(n node, key string) error { return d.account(n, key, &p.Account) },
+		"list": func(n node, key string) error {
+			p.List = &List{}
+			return d.list(n, key, p.List)
+		},
+		"account": func(n node, key string) error { return d.account(n, key, &p.Account) },
 		"currency_exponents": func(n node, key string) error {
 			exponentsNode = n
 			p.Exponents = map[string]int{}
@@ -160,6 +164,9 @@ func Parse(file string, data []byte) (*Profile, error) {
 		if !req.ok {
 			return nil, &Error{File: file, Line: root.line, Key: req.key, Msg: "required key missing"}
 		}
+	}
+	if p.List != nil && !p.List.ownReading {
+		p.List.Object = p.Payment
 	}
 	if len(p.Exponents) > 0 && !p.hasMinorAmounts() {
 		return nil, d.errf(exponentsNode, "currency_exponents",

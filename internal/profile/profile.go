@@ -137,6 +137,9 @@ type Profile struct {
 	// disputes), each with its own request, by kind (payments.KindRefund,
 	// payments.KindDispute). A kind not in it uses Payment.
 	Kinds map[string]*Object
+	// List is how the provider lists its payments by time, for list mode;
+	// nil when the profile has no list request.
+	List *List
 	// Auth is the authentication strategy.
 	Auth Auth
 	// Account says what {account} in a request stands for.

@@ -31,6 +31,13 @@ func (c *Client) newRequest(ctx context.Context, pr *profile.Request, l Lookup) 
 		}
 		return strings.NewReplacer("{id}", escape(id), "{account}", escape(account)).Replace(template)
 	}
+	return c.build(ctx, pr, expand, l.IdempotencyKey)
+}
+
+// build builds request pr with its templates expanded by expand, which is
+// given each template and the escaping of where it stands.
+func (c *Client) build(ctx context.Context, pr *profile.Request, expand func(template string, escape func(string) string) string,
+	idempotencyKey string) (*http.Request, error) {
 	asIs := func(s string) string { return s }
 	target := c.base + expand(pr.Path, pathSegment)
 	if len(pr.Query) > 0 {
@@ -65,7 +72,7 @@ func (c *Client) newRequest(ctx context.Context, pr *profile.Request, l Lookup) 
 		req.Header.Set("Content-Type", "application/json")
 	}
 	if pr.IdempotencyHeader != "" {
-		req.Header.Set(pr.IdempotencyHeader, l.IdempotencyKey)
+		req.Header.Set(pr.IdempotencyHeader, idempotencyKey)
 	}
 	req.Header.Set("Accept", "application/json")
 	req.Header.Set("User-Agent", c.cfg.UserAgent)

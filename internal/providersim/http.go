@@ -24,6 +24,8 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		s.serveStats(w, r)
 	case path == "/_sim/config":
 		s.serveConfig(w, r)
+	case path == listPath:
+		s.serveList(w, r)
 	case strings.HasPrefix(path, lookupPrefix) && !strings.Contains(path[len(lookupPrefix):], "/"):
 		id, err := url.PathUnescape(path[len(lookupPrefix):])
 		if err != nil || id == "" {
@@ -107,41 +109,16 @@ func (s *Server) decide(h http.Header, r *http.Request, id string, sees func(id 
 }
 
 func (s *Server) answerLocked(h http.Header, r *http.Request, id string, sees func(string) bool, now time.Time) answer {
-	if s.token != "" {
-		auth := r.Header.Get("Authorization")
-		given, ok := strings.CutPrefix(auth, "Bearer ")
-		if !ok || given == "" {
-			h.Set("WWW-Authenticate", `Bearer realm="provider-sim"`)
-			return answer{status: http.StatusUnauthorized, body: errorBody("unauthorized", "a bearer token is required")}
-		}
-		if subtle.ConstantTimeCompare([]byte(given), []byte(s.token.Reveal())) != 1 {
-			return answer{status: http.StatusForbidden, body: errorBody("forbidden", "the token is not valid")}
-		}
+	if a := s.authLocked(h, r); a != nil {
+		return *a
 	}
 	key := r.Header.Get("Idempotency-Key")
 	if key == "" {
 		return answer{status: http.StatusBadRequest, body: errorBody("idempotency_key_required", "the Idempotency-Key header is required")}
 	}
 	s.callsPerKey[key]++
-
-	var ok bool
-	var wait time.Duration
-	var rate float64
-	if s.cfg.Window > 0 {
-		if ok, wait, rate = s.takeWindowLocked(now); rate > 0 {
-			s.windowHeadersLocked(h, now)
-		}
-	} else if ok, wait, rate = s.takeLocked(now); rate > 0 && s.cfg.RateLimitHeaders {
-		s.rateLimitHeadersLocked(h, rate)
-	}
-	if !ok {
-		secs := max(1, int64(math.Ceil(wait.Seconds())))
-		if s.cfg.RetryAfterDate {
-			h.Set("Retry-After", now.Add(time.Duration(secs)*time.Second).UTC().Format(http.TimeFormat))
-		} else {
-			h.Set("Retry-After", strconv.FormatInt(secs, 10))
-		}
-		return answer{status: http.StatusTooManyRequests, body: errorBody("rate_limited", "too many requests")}
+	if a := s.limitLocked(h, now); a != nil {
+		return *a
 	}
 
 	s.callsPerID[id]++
@@ -174,6 +151,49 @@ func (s *Server) answerLocked(h http.Header, r *http.Request, id string, sees fu
 		}
 	}
 	return answer{status: http.StatusOK, body: rec}
+}
+
+// authLocked checks the bearer token, when one is required; a non-nil
+// answer refuses the call.
+func (s *Server) authLocked(h http.Header, r *http.Request) *answer {
+	if s.token == "" {
+		return nil
+	}
+	auth := r.Header.Get("Authorization")
+	given, ok := strings.CutPrefix(auth, "Bearer ")
+	if !ok || given == "" {
+		h.Set("WWW-Authenticate", `Bearer realm="provider-sim"`)
+		return &answer{status: http.StatusUnauthorized, body: errorBody("unauthorized", "a bearer token is required")}
+	}
+	if subtle.ConstantTimeCompare([]byte(given), []byte(s.token.Reveal())) != 1 {
+		return &answer{status: http.StatusForbidden, body: errorBody("forbidden", "the token is not valid")}
+	}
+	return nil
+}
+
+// limitLocked takes a call from the rate limit; a non-nil answer is the
+// 429 of a call past it.
+func (s *Server) limitLocked(h http.Header, now time.Time) *answer {
+	var ok bool
+	var wait time.Duration
+	var rate float64
+	if s.cfg.Window > 0 {
+		if ok, wait, rate = s.takeWindowLocked(now); rate > 0 {
+			s.windowHeadersLocked(h, now)
+		}
+	} else if ok, wait, rate = s.takeLocked(now); rate > 0 && s.cfg.RateLimitHeaders {
+		s.rateLimitHeadersLocked(h, rate)
+	}
+	if ok {
+		return nil
+	}
+	secs := max(1, int64(math.Ceil(wait.Seconds())))
+	if s.cfg.RetryAfterDate {
+		h.Set("Retry-After", now.Add(time.Duration(secs)*time.Second).UTC().Format(http.TimeFormat))
+	} else {
+		h.Set("Retry-After", strconv.FormatInt(secs, 10))
+	}
+	return &answer{status: http.StatusTooManyRequests, body: errorBody("rate_limited", "too many requests")}
 }
 
 func jsonEscape(s string) string {

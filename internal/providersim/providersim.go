@@ -9,6 +9,7 @@
 // Endpoints:
 //
 //	GET  /v1/transactions/{id}  the provider contract (bearer token, Idempotency-Key)
+//	GET  /v1/transactions?from=&to=&cursor=&limit=  the list of a time window, by pages
 //	GET  /_sim/stats            counters as JSON (?keys=1 adds calls per idempotency key)
 //	POST /_sim/config           change the limit, the transient rate, the token, or clear faults
 //
@@ -105,6 +106,8 @@ type Config struct {
 	// Latency delays every answer to a transaction lookup. The wait ends
 	// early when the request's context does. Defaults to none.
 	Latency Latency
+	// List configures the list of transactions (GET /v1/transactions).
+	List ListConfig
 	// Token, when set, is the bearer token required on lookups: 401 without
 	// one, 403 for a wrong one. Defaults to no authentication.
 	Token provider.Secret
@@ -141,6 +144,12 @@ type Server struct {
 	calls         int64
 	throttled     int64
 	series        map[int64]*Second
+	// The list: its order (by time, then id), pages answered 200 by
+	// window and cursor, list calls, and the faults between pages served.
+	listOrder   []string
+	pagesServed map[string]int
+	listCalls   int64
+	listFaults  int
 }
 
 // New returns a simulator for cfg.
@@ -185,6 +194,7 @@ func New(cfg Config) (*Server, error) {
 		callsPerKey:   make(map[string]int),
 		byStatus:      make(map[int]int64),
 		series:        make(map[int64]*Second),
+		pagesServed:   make(map[string]int),
 	}
 	for id, kind := range cfg.Kinds {
 		if !payments.IsKind(kind) {

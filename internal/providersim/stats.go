@@ -23,6 +23,8 @@ type Second struct {
 type Stats struct {
 	// Calls counts every lookup request, throttled or not.
 	Calls int64 `json:"calls"`
+	// ListCalls counts the list's page requests (included in Calls).
+	ListCalls int64 `json:"list_calls"`
 	// Throttled counts 429 answers.
 	Throttled int64 `json:"throttled"`
 	// ByStatus counts answers by HTTP status.
@@ -54,6 +56,7 @@ func (s *Server) Stats() Stats {
 	defer s.mu.Unlock()
 	st := Stats{
 		Calls:        s.calls,
+		ListCalls:    s.listCalls,
 		Throttled:    s.throttled,
 		ByStatus:     make(map[int]int64, len(s.byStatus)),
 		DistinctKeys: len(s.callsPerKey),

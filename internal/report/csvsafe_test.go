@@ -38,6 +38,8 @@ func TestReportCSVRunsNoFormula(t *testing.T) {
 			Status: "succeeded", Outcome: "missing", LastReason: s})
 		rep.DeadLetters = append(rep.DeadLetters, DeadLetter{TransactionID: s + "d", AccountID: s, Reason: s, Detail: s,
 			HTTPStatus: &status, AmountMinor: -7, Currency: "EUR", Status: "succeeded"})
+		rep.Unexpected = append(rep.Unexpected, Unexpected{TransactionID: s + "u", ProviderAmountMinor: -9, ProviderCurrency: s,
+			ProviderStatus: s})
 	}
 	var buf bytes.Buffer
 	if err := rep.WriteCSV(&buf); err != nil {

@@ -44,6 +44,9 @@ type Report struct {
 	Missing []Item `json:"missing"`
 	// DeadLetters lists the items given up on, with the reason.
 	DeadLetters []DeadLetter `json:"dead_letters"`
+	// Unexpected lists the records the provider listed for the date that
+	// the payment file lacks (list mode), with the provider's values.
+	Unexpected []Unexpected `json:"unexpected"`
 	// Items lists every item (only with Options.All; omitted otherwise).
 	Items []Item `json:"items,omitempty"`
 	// Providers breaks the run's items down by provider; omitted when they
@@ -56,25 +59,28 @@ const FormatVersion = "reconcile-report/v1"
 
 // Run describes the reported run and its totals.
 type Run struct {
-	RunID            uuid.UUID  `json:"run_id"`
-	ReconciliationID string     `json:"reconciliation_id"`
-	BusinessDate     string     `json:"business_date"`
-	Generation       int        `json:"generation"`
-	Trigger          string     `json:"trigger"`
-	TriggeredBy      string     `json:"triggered_by"`
-	Source           string     `json:"source"`
-	SourceSHA256     string     `json:"source_sha256"`
-	TimeZone         string     `json:"time_zone"`
-	Items            int        `json:"items"`
-	Matched          int        `json:"matched"`
-	Mismatched       int        `json:"mismatched"`
-	Missing          int        `json:"missing"`
-	DeadLettered     int        `json:"dead_lettered"`
-	Open             int        `json:"open"`
-	ProviderCalls    int64      `json:"provider_calls"`
-	Throttles        int64      `json:"throttles"`
-	CreatedAt        time.Time  `json:"created_at"`
-	CompletedAt      *time.Time `json:"completed_at"`
+	RunID            uuid.UUID `json:"run_id"`
+	ReconciliationID string    `json:"reconciliation_id"`
+	BusinessDate     string    `json:"business_date"`
+	Generation       int       `json:"generation"`
+	Trigger          string    `json:"trigger"`
+	TriggeredBy      string    `json:"triggered_by"`
+	Source           string    `json:"source"`
+	SourceSHA256     string    `json:"source_sha256"`
+	TimeZone         string    `json:"time_zone"`
+	Items            int       `json:"items"`
+	Matched          int       `json:"matched"`
+	Mismatched       int       `json:"mismatched"`
+	Missing          int       `json:"missing"`
+	DeadLettered     int       `json:"dead_lettered"`
+	// Unexpected counts the records the provider has and the file lacks;
+	// Items includes them.
+	Unexpected    int        `json:"unexpected"`
+	Open          int        `json:"open"`
+	ProviderCalls int64      `json:"provider_calls"`
+	Throttles     int64      `json:"throttles"`
+	CreatedAt     time.Time  `json:"created_at"`
+	CompletedAt   *time.Time `json:"completed_at"`
 	// Cancelled counts the items withdrawn before they were checked;
 	// CancelledAt, CancelledBy and CancelReason say when, by whom and why
 	// the run was withdrawn (null and empty if it never was).
@@ -152,6 +158,19 @@ type DeadLetter struct {
 	Status      string `json:"status"`
 }
 
+// Unexpected is a record the provider listed for the run's date that the
+// payment file lacks: a charge nobody booked.
+type Unexpected struct {
+	TransactionID       string `json:"transaction_id"`
+	ProviderAmountMinor int64  `json:"provider_amount_minor"`
+	ProviderCurrency    string `json:"provider_currency"`
+	ProviderStatus      string `json:"provider_status"`
+	// Provider names the provider that listed it; empty: the default.
+	Provider string `json:"provider"`
+	// ListedAt is when it was recorded.
+	ListedAt *time.Time `json:"listed_at"`
+}
+
 // Load reads the report of the run opts selects; ErrNoRun when the date or
 // generation has none. It holds the whole report in memory: Write streams
 // one instead.
@@ -162,7 +181,7 @@ func Load(ctx context.Context, db DB, opts Options) (Report, error) {
 	}
 	rep := New(s)
 	c := (*collector)(&rep)
-	if err := readRows(ctx, db, s.RunID, opts.All, rowsTo{c.discrepancy, c.missing, c.deadLetter, c.item}); err != nil {
+	if err := readRows(ctx, db, s.RunID, opts.All, rowsTo{c.discrepancy, c.missing, c.deadLetter, c.unexpected, c.item}); err != nil {
 		return Report{}, err
 	}
 	if rep.Providers, err = providerTotals(ctx, db, s.RunID); err != nil {
@@ -184,7 +203,7 @@ func Write(ctx context.Context, db DB, opts Options, format string, w io.Writer)
 	if err != nil {
 		return err
 	}
-	if err := readRows(ctx, db, run.RunID, opts.All, rowsTo{s.Discrepancy, s.Missing, s.DeadLetter, s.Item}); err != nil {
+	if err := readRows(ctx, db, run.RunID, opts.All, rowsTo{s.Discrepancy, s.Missing, s.DeadLetter, s.Unexpected, s.Item}); err != nil {
 		return err
 	}
 	providers, err := providerTotals(ctx, db, run.RunID)
@@ -212,6 +231,11 @@ func (c *collector) deadLetter(d DeadLetter) error {
 	return nil
 }
 
+func (c *collector) unexpected(u Unexpected) error {
+	c.Unexpected = append(c.Unexpected, u)
+	return nil
+}
+
 func (c *collector) item(it Item) error {
 	c.Items = append(c.Items, it)
 	return nil
@@ -222,6 +246,7 @@ type rowsTo struct {
 	discrepancy func(Discrepancy) error
 	missing     func(Item) error
 	deadLetter  func(DeadLetter) error
+	unexpected  func(Unexpected) error
 	item        func(Item) error
 }
 
@@ -245,8 +270,8 @@ func findRun(ctx context.Context, db DB, opts Options) (ledger.Summary, error) {
 }
 
 // readRows reads the rows of a run's report into to, one at a time, in the
-// format's order: discrepancies, missing items, dead letters, and with all
-// every item. Each kind is one read of the run's items, streamed.
+// format's order: discrepancies, missing items, dead letters, unexpected
+// records, and with all every item. Each kind is one read of the run's items, streamed.
 func readRows(ctx context.Context, db DB, runID uuid.UUID, all bool, to rowsTo) error {
 	err := ledger.EachItemOf(ctx, db, runID, func(it ledger.Item) error {
 		for _, d := range DiscrepanciesOf(it, "") {
@@ -267,6 +292,10 @@ func readRows(ctx context.Context, db DB, runID uuid.UUID, all bool, to rowsTo) 
 	if err != nil {
 		return err
 	}
+	err = ledger.EachItemOf(ctx, db, runID, func(it ledger.Item) error { return to.unexpected(UnexpectedOf(it)) }, ledger.Unexpected)
+	if err != nil {
+		return err
+	}
 	if all {
 		return ledger.EachItemOf(ctx, db, runID, func(it ledger.Item) error { return to.item(ItemOf(it)) })
 	}
@@ -280,10 +309,20 @@ func New(s ledger.Summary) Report {
 		BusinessDate: s.BusinessDate.String(), Generation: s.Generation, Trigger: s.Trigger, TriggeredBy: s.TriggeredBy,
 		Source: s.Source, SourceSHA256: s.SourceSHA256, TimeZone: s.TimeZone, Items: int(s.Items),
 		Matched: int(s.Matched), Mismatched: int(s.Mismatched), Missing: int(s.Missing),
-		DeadLettered: int(s.DeadLettered), Open: int(s.Open), ProviderCalls: s.ProviderCalls, Throttles: s.Throttles,
-		CreatedAt: s.CreatedAt, CompletedAt: s.CompletedAt, Cancelled: int(s.Cancelled), CancelledAt: s.CancelledAt,
-		CancelledBy: s.CancelledBy, CancelReason: s.CancelReason},
-		Discrepancies: []Discrepancy{}, Missing: []Item{}, DeadLetters: []DeadLetter{}}
+		DeadLettered: int(s.DeadLettered), Unexpected: int(s.Unexpected), Open: int(s.Open), ProviderCalls: s.ProviderCalls,
+		Throttles: s.Throttles, CreatedAt: s.CreatedAt, CompletedAt: s.CompletedAt, Cancelled: int(s.Cancelled),
+		CancelledAt: s.CancelledAt, CancelledBy: s.CancelledBy, CancelReason: s.CancelReason},
+		Discrepancies: []Discrepancy{}, Missing: []Item{}, DeadLetters: []DeadLetter{}, Unexpected: []Unexpected{}}
+}
+
+// UnexpectedOf is the report's row of an unexpected item: the provider's
+// values of a record the file lacks.
+func UnexpectedOf(it ledger.Item) Unexpected {
+	u := Unexpected{TransactionID: it.TransactionID, Provider: it.Provider, ListedAt: timeOrNil(it.TerminalAt)}
+	if p := it.Reported; p != nil {
+		u.ProviderAmountMinor, u.ProviderCurrency, u.ProviderStatus = p.AmountMinor, p.Currency, p.Status
+	}
+	return u
 }
 
 // ItemOf is the report's row of a ledger item.
@@ -341,10 +380,10 @@ func timeOrNil(t time.Time) *time.Time {
 // WriteJSON writes the report as one indented JSON object:
 //
 //	{"format": "reconcile-report/v1", "run": {...}, "discrepancies": [...],
-//	 "missing": [...], "dead_letters": [...], "items": [...]}
+//	 "missing": [...], "dead_letters": [...], "unexpected": [...], "items": [...]}
 //
-// with the field names of the struct tags of Run, Discrepancy, Item and
-// DeadLetter. Instants are RFC 3339 in UTC; absent values are null; "items"
+// with the field names of the struct tags of Run, Discrepancy, Item,
+// DeadLetter and Unexpected. Instants are RFC 3339 in UTC; absent values are null; "items"
 // is present only with Options.All. Fields may be added in v1; none are
 // renamed or removed.
 func (rep Report) WriteJSON(w io.Writer) error { return rep.write(w, "json") }
@@ -364,6 +403,9 @@ func (rep Report) write(w io.Writer, format string) error {
 	for _, d := range rep.DeadLetters {
 		_ = s.DeadLetter(d)
 	}
+	for _, u := range rep.Unexpected {
+		_ = s.Unexpected(u)
+	}
 	for _, it := range rep.Items {
 		_ = s.Item(it)
 	}
@@ -381,14 +423,17 @@ func utcPtr(t *time.Time) *time.Time {
 // CSVHeader is the header row of WriteCSV, in order:
 //
 //   - record: discrepancy (one row per differing field of a mismatched
-//     item), missing, dead_letter, or item (every item, only with --all).
+//     item), missing, dead_letter, unexpected (a record the provider listed
+//     that the file lacks: its expected cells are empty, its provider cells
+//     hold the provider's values), or item (every item, only with --all).
 //     Rows come in that order, each kind sorted by transaction_id (then
 //     field).
 //   - reconciliation_id, business_date (YYYY-MM-DD), generation: the run.
 //   - transaction_id, account_id: the payment.
 //   - amount_minor, currency, status: the expected record, from the source.
 //   - outcome: the item's state (matched, mismatched, missing,
-//     dead_lettered; queued or retry_scheduled while open).
+//     dead_lettered, cancelled, unexpected; queued or retry_scheduled while
+//     open).
 //   - field, expected, provider: for discrepancy rows, the differing field
 //     and both values as text; empty otherwise.
 //   - reason: dead_letter rows: why (max_attempts, throttle_deadline, poison,
@@ -402,6 +447,9 @@ func utcPtr(t *time.Time) *time.Time {
 //     one line (runs of white space, newlines included, become one space).
 //   - at: RFC 3339 UTC instant the item reached its terminal state (for
 //     dead_letter rows, when it was dead-lettered); empty while open.
+//   - provider_amount_minor, provider_currency, provider_status: for
+//     discrepancy and unexpected rows, the provider's record; empty
+//     otherwise.
 //
 // The file is UTF-8 CSV as RFC 4180 describes it (comma separated, fields
 // with commas, quotes or newlines double-quoted), except that lines end in
@@ -409,8 +457,6 @@ func utcPtr(t *time.Time) *time.Time {
 // with = + - @, a tab or a carriage return, and not a plain number) starts
 // with a single quote (see SafeCell); numeric columns are never changed.
 // Columns may be appended in v1; none are renamed, removed or reordered.
-//   - provider_amount_minor, provider_currency, provider_status: for
-//     discrepancy rows, the provider's record; empty otherwise.
 var CSVHeader = []string{"record", "reconciliation_id", "business_date", "generation", "transaction_id", "account_id",
 	"amount_minor", "currency", "status", "outcome", "field", "expected", "provider", "reason", "http_status",
 	"attempts", "throttles", "detail", "at", "provider_amount_minor", "provider_currency", "provider_status"}
@@ -457,9 +503,9 @@ func (rep Report) WriteTable(w io.Writer) error {
 	if r.CancelledAt != nil {
 		fmt.Fprintf(bw, "CANCELLED by %s at %s: %s\n", r.CancelledBy, fmtTime(*r.CancelledAt), r.CancelReason)
 	}
-	fmt.Fprintf(bw, "%s items: %s matched, %s mismatched, %s missing, %s dead-lettered, %s cancelled, %s open; %s provider calls, %s throttled\n",
+	fmt.Fprintf(bw, "%s items: %s matched, %s mismatched, %s missing, %s dead-lettered, %s cancelled%s, %s open; %s provider calls, %s throttled\n",
 		count(r.Items), count(r.Matched), count(r.Mismatched), count(r.Missing), count(r.DeadLettered), count(r.Cancelled),
-		count(r.Open), human.Count(r.ProviderCalls), human.Count(r.Throttles))
+		unexpectedCount(r.Unexpected), count(r.Open), human.Count(r.ProviderCalls), human.Count(r.Throttles))
 	writeProviderTotals(bw, "", rep.Providers)
 	fmt.Fprintf(bw, "created %s, completed %s\n", fmtTime(r.CreatedAt), fmtTimePtr(r.CompletedAt))
 
@@ -497,10 +543,21 @@ func (rep Report) WriteTable(w io.Writer) error {
 				cell(oneLine(d.Detail)))
 		}
 	}
+	// Only a listed run can have any; a lookup run's "(0)" would say too much.
+	if len(rep.Unexpected) > 0 && section("unexpected: at the provider, not in the file", len(rep.Unexpected), "TRANSACTION\tPROVIDER_AMOUNT\tPROVIDER_STATUS") {
+		for _, u := range rep.Unexpected {
+			fmt.Fprintf(tw, "%s\t%s\t%s\n", cell(u.TransactionID), human.Money(u.ProviderAmountMinor, u.ProviderCurrency),
+				cell(u.ProviderStatus))
+		}
+	}
 	if rep.Items != nil && section("items", len(rep.Items), "TRANSACTION\tACCOUNT\tAMOUNT\tSTATUS\tOUTCOME\tATTEMPTS\tTHROTTLES\tLAST_HTTP\tLAST_REASON") {
 		for _, it := range rep.Items {
+			amount := human.Money(it.AmountMinor, it.Currency)
+			if it.Outcome == string(ledger.Unexpected) {
+				amount = "-" // the file has no record of it, so no expected amount
+			}
 			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%d\t%d\t%s\t%s\n", cell(it.TransactionID), cell(it.AccountID),
-				human.Money(it.AmountMinor, it.Currency), it.Status, it.Outcome, it.Attempts, it.Throttles,
+				amount, cell(it.Status), it.Outcome, it.Attempts, it.Throttles,
 				cell(httpStatus(it.LastHTTPStatus)), cell(it.LastReason))
 		}
 	}
@@ -512,6 +569,16 @@ func (rep Report) WriteTable(w io.Writer) error {
 
 // count writes an item count for people.
 func count(n int) string { return human.Count(int64(n)) }
+
+// unexpectedCount is ", N unexpected" when a run has unexpected records,
+// and nothing otherwise: a run checked by lookup never sees the records the
+// file lacks, so "0 unexpected" would claim what nobody looked at.
+func unexpectedCount(n int) string {
+	if n == 0 {
+		return ""
+	}
+	return ", " + count(n) + " unexpected"
+}
 
 // cell makes a value safe for one table cell: empty becomes "-", and tabs,
 // newlines and other control characters (ids may hold anything printable,

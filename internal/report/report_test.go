@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
@@ -121,6 +122,19 @@ func knownRuns(t *testing.T, pool *pgxpool.Pool) map[string]string {
 		}
 	}
 	if err := q.Release(ctx, release); err != nil {
+		t.Fatal(err)
+	}
+	// The provider's list of 2026-10-24 holds a payment the file lacks.
+	run24 := uuid.MustParse(ids["2026-10-24"])
+	err = pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
+		if _, err := ledger.StoreListed(ctx, tx, run24, "", 1,
+			[]ledger.Listed{{ID: "tx_u", AmountMinor: 4200, Currency: "EUR", Status: "succeeded", Kind: "payment"}}); err != nil {
+			return err
+		}
+		_, err := ledger.RecordUnexpected(ctx, tx, run24, "", "worker-1:42", now.Add(30*time.Second))
+		return err
+	})
+	if err != nil {
 		t.Fatal(err)
 	}
 	// The provider throttled: the adaptive rate is below the ceiling.
@@ -243,7 +257,7 @@ func TestStatusAndReportOfAKnownRun(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if len(rep.Discrepancies) != 2 || len(rep.Missing) != 1 || len(rep.DeadLetters) != 1 || (len(rep.Items) == 7) != all {
+		if len(rep.Discrepancies) != 2 || len(rep.Missing) != 1 || len(rep.DeadLetters) != 1 || len(rep.Unexpected) != 1 || (len(rep.Items) == 8) != all {
 			t.Fatalf("report (all=%v) = %+v", all, rep)
 		}
 		suffix := ""

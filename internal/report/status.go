@@ -135,6 +135,9 @@ type StateCounts struct {
 	Missing        int `json:"missing"`
 	DeadLettered   int `json:"dead_lettered"`
 	Cancelled      int `json:"cancelled"`
+	// Unexpected counts the records the provider listed that the file
+	// lacks (list mode).
+	Unexpected int `json:"unexpected"`
 }
 
 // Open is the number of items not yet in a terminal state.
@@ -284,7 +287,7 @@ func loadRuns(ctx context.Context, db DB, d payments.Date) ([]RunStatus, error) 
 			Generation: s.Generation, Trigger: s.Trigger, Source: s.Source, Items: int(s.Items),
 			States: StateCounts{Queued: int(s.Queued), RetryScheduled: int(s.RetryScheduled), Matched: int(s.Matched),
 				Mismatched: int(s.Mismatched), Missing: int(s.Missing), DeadLettered: int(s.DeadLettered),
-				Cancelled: int(s.Cancelled)},
+				Cancelled: int(s.Cancelled), Unexpected: int(s.Unexpected)},
 			Open: int(s.Open), ProviderCalls: s.ProviderCalls, Throttles: s.Throttles, CreatedAt: s.CreatedAt,
 			CompletedAt: s.CompletedAt, CancelledAt: s.CancelledAt, CancelledBy: s.CancelledBy,
 			CancelReason: s.CancelReason}

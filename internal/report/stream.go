@@ -14,9 +14,9 @@ import (
 // Stream writes a report in the CSV or JSON format of WriteCSV and
 // WriteJSON as its rows arrive, so that a run of any size is written in
 // bounded memory. Rows must come in the format's order: discrepancies,
-// missing items, dead letters, then (for a report of every item) items;
-// Close writes what follows them. The zero Stream is not usable: call
-// NewStream.
+// missing items, dead letters, unexpected records, then (for a report of
+// every item) items; Close writes what follows them. The zero Stream is
+// not usable: call NewStream.
 type Stream struct {
 	w      io.Writer
 	format string
@@ -35,11 +35,12 @@ const (
 	sectionDiscrepancies
 	sectionMissing
 	sectionDeadLetters
+	sectionUnexpected
 	sectionItems
 )
 
 var sectionNames = [...]string{sectionDiscrepancies: "discrepancies", sectionMissing: "missing",
-	sectionDeadLetters: "dead_letters", sectionItems: "items"}
+	sectionDeadLetters: "dead_letters", sectionUnexpected: "unexpected", sectionItems: "items"}
 
 // NewStream starts a report of run in format ("csv" or "json") on w: the
 // CSV header row, or the JSON object's format and run.
@@ -92,6 +93,18 @@ func (s *Stream) DeadLetter(d DeadLetter) error {
 	return s.element(sectionDeadLetters, d)
 }
 
+// Unexpected writes a record the provider listed that the file lacks: its
+// expected cells are empty, its provider cells hold the provider's values.
+func (s *Stream) Unexpected(u Unexpected) error {
+	if s.cw != nil {
+		return s.row("unexpected", SafeCell(u.TransactionID), "", "", "", "", "unexpected", "", "", "", "unexpected", "",
+			"0", "0", "", csvTime(u.ListedAt), strconv.FormatInt(u.ProviderAmountMinor, 10), SafeCell(u.ProviderCurrency),
+			SafeCell(u.ProviderStatus))
+	}
+	u.ListedAt = utcPtr(u.ListedAt)
+	return s.element(sectionUnexpected, u)
+}
+
 // Item writes one item of a report of every item.
 func (s *Stream) Item(it Item) error {
 	if s.cw != nil {
@@ -111,7 +124,7 @@ func (s *Stream) Close(providers []ledger.ProviderTotal) error {
 		}
 		return s.err
 	}
-	s.open(sectionDeadLetters) // the three lists are always there, items only when any
+	s.open(sectionUnexpected) // the four lists are always there, items only when any
 	s.closeSection()
 	if len(providers) > 0 {
 		s.printf(",\n  \"providers\": %s", mustJSON(providers, "  "))
@@ -148,7 +161,7 @@ func (s *Stream) element(section int, v any) error {
 
 // open closes the open array and opens the next ones up to section, those
 // with no element written as empty ones. Close opens no further than the
-// dead letters, so an items array is there only with an item in it.
+// unexpected records, so an items array is there only with an item in it.
 func (s *Stream) open(section int) {
 	for s.section < section {
 		s.closeSection()

@@ -1,0 +1,142 @@
+package consume
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/google/uuid"
+
+	"github.com/reconcile/reconcile/internal/circuit"
+	"github.com/reconcile/reconcile/internal/dbconn"
+	"github.com/reconcile/reconcile/internal/ledger"
+	"github.com/reconcile/reconcile/internal/listing"
+	"github.com/reconcile/reconcile/internal/provider"
+	"github.com/reconcile/reconcile/internal/queue"
+)
+
+// Mode is how a consumer checks items against the provider.
+type Mode int
+
+// Modes.
+const (
+	// ModeLookup asks the provider for each item by its id.
+	ModeLookup Mode = iota
+	// ModeList pages through the provider's list of each run's business
+	// date first, judges the items it lists without a call, looks up the
+	// rest by id, and records the listed records no item has as
+	// unexpected. A provider whose profile has no list request is refused.
+	ModeList
+	// ModeAuto lists where the provider's profile has a list request and
+	// looks up elsewhere.
+	ModeAuto
+)
+
+var modeNames = []string{"lookup", "list", "auto"}
+
+// String returns the mode's name as `consume --mode` takes it.
+func (m Mode) String() string { return modeNames[m] }
+
+// ParseMode reads a mode's name.
+func ParseMode(s string) (Mode, error) {
+	for i, n := range modeNames {
+		if n == s {
+			return Mode(i), nil
+		}
+	}
+	return 0, fmt.Errorf("mode %q: want lookup, list or auto", s)
+}
+
+// newLister returns the lister of provider p under mode, or nil when its
+// items are looked up.
+func (c *Consumer) newLister(p Provider) (*listing.Lister, error) {
+	if c.cfg.Mode == ModeLookup || p.Client == nil {
+		return nil, nil
+	}
+	if p.Client.Profile().List == nil {
+		if c.cfg.Mode == ModeList {
+			return nil, fmt.Errorf("consume: mode list: profile %s of provider %q has no list request (use --mode auto or lookup)",
+				p.Client.Profile().Name, p.Name)
+		}
+		return nil, nil
+	}
+	return &listing.Lister{Pool: c.pool, Provider: p.Name, Client: p.Client, Limiter: p.Limiter, Actor: c.cfg.Actor,
+		Margin: c.cfg.ListMargin, Lease: c.queue.Visibility(), Logger: c.cfg.Logger}, nil
+}
+
+// listFirst makes sure that the runs of a claimed batch are listed before
+// their items are judged: the deliveries of a run whose listing this lane
+// has not seen end are handed back, the run is listed (or its listing by
+// another process awaited), and the rest of the batch gets the listed
+// records of its items.
+func (c *Consumer) listFirst(ctx context.Context, l *lane, batch []job) ([]job, error) {
+	var pending []uuid.UUID
+	var keep []job
+	var back []queue.Delivery
+	for _, j := range batch {
+		if l.settled[j.d.RunID] {
+			keep = append(keep, j)
+			continue
+		}
+		if len(back) == 0 || back[len(back)-1].RunID != j.d.RunID {
+			pending = append(pending, j.d.RunID)
+		}
+		back = append(back, j.d)
+	}
+	if len(back) > 0 {
+		if err := c.queue.Release(ctx, back); err != nil {
+			c.dbWarn.Fail(warnRelease, dbconn.ElideValues(err), "messages", len(back))
+		}
+		for _, run := range pending {
+			if l.settled[run] {
+				continue
+			}
+			res, err := l.lister.List(ctx, run)
+			if errors.Is(err, listing.ErrAuth) {
+				return nil, fmt.Errorf("%w: %w", ErrProviderAuth, err)
+			}
+			if err != nil {
+				return nil, err
+			}
+			c.stats.listCalls.Add(int64(res.Calls))
+			l.settled[run] = true
+			if res.State == listing.Done && res.Records > 0 {
+				// The provider found the day's records at this URL with
+				// these credentials: the run's "not found" answers are
+				// its own, not a wrong URL's (see circuit.NotFound).
+				l.record(c.cfg.Now(), circuit.Event{Kind: circuit.Found, Run: run.String()})
+			}
+		}
+	}
+	if len(keep) == 0 {
+		return nil, nil
+	}
+	keys := make([]ledger.Key, 0, len(keep))
+	for _, j := range keep {
+		if j.ok && !j.item.State.Terminal() {
+			keys = append(keys, ledger.Key{RunID: j.d.RunID, TransactionID: j.d.TransactionID})
+		}
+	}
+	listed, err := ledger.ListedFor(ctx, c.pool, keys)
+	if err != nil {
+		if rerr := c.queue.Release(ctx, deliveries(keep)); rerr != nil {
+			c.dbWarn.Fail(warnRelease, dbconn.ElideValues(rerr), "messages", len(keep))
+		}
+		return nil, err
+	}
+	for i := range keep {
+		if r, ok := listed[ledger.Key{RunID: keep[i].d.RunID, TransactionID: keep[i].d.TransactionID}]; ok {
+			keep[i].listed = &provider.Record{ID: r.ID, AmountMinor: r.AmountMinor, Currency: r.Currency, Status: r.Status}
+		}
+	}
+	return keep, nil
+}
+
+// deliveries returns the deliveries of jobs.
+func deliveries(jobs []job) []queue.Delivery {
+	ds := make([]queue.Delivery, len(jobs))
+	for i, j := range jobs {
+		ds[i] = j.d
+	}
+	return ds
+}
