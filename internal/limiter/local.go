@@ -191,9 +191,13 @@ func (s *local) leased(now time.Time, want int, res leaseResult) {
 	if res.n == 0 {
 		retry := res.penaltyUntil
 		if !res.penalised {
-			// Come back when the whole batch asked for is due within the
-			// window, not for a single token: fewer, fuller round trips.
-			need := (float64(want) - res.avail) / rate
+			// Come back when the next token is due within the window, as
+			// a process whose callers are busy does: each slot it uses
+			// sends a caller back to lease the token that has just come
+			// due. Waiting for a whole batch instead, this process would
+			// find each token taken by that one before the batch came
+			// due, and starve while it calls at full rate.
+			need := (1 - res.avail) / rate
 			retry = res.t0.Add(durationOf(need) - s.window)
 		}
 		s.retryAt = maxTime(retry, now.Add(time.Millisecond))
