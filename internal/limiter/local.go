@@ -2,6 +2,7 @@ package limiter
 
 import (
 	"math"
+	"slices"
 	"time"
 )
 
@@ -20,7 +21,8 @@ type local struct {
 	slots     []time.Time // leased, unclaimed token slots, earliest first
 	retryAt   time.Time   // no lease before this: the row said wait
 	penalty   time.Time   // latest penalty known here
-	lastGrant time.Time   // latest time handed to a caller, so late slots are paced after it
+	lastGrant time.Time   // latest time a caller used a slot at, so late slots are paced after it
+	reserved  []time.Time // the times of the grants reserved and not yet used or returned
 	// Demand: grants in the current and the previous window, so a lease
 	// covers what callers took lately, not only who waits now.
 	demandStart time.Time
@@ -120,32 +122,53 @@ func (s *local) reserve(now time.Time, rate float64, leasing bool) reservation {
 // previous grant. Spending late slots at once would squeeze calls closer
 // together than the row spaced them, and a provider whose bucket is no
 // larger than ours would answer 429; paced, lateness becomes headroom at the
-// provider instead. It reserves the time it returns.
+// provider instead. The previous grant is the latest used or still
+// reserved: one given up (cancel) paces nothing. It reserves the time it
+// returns.
 func (s *local) grantTime(slot, now time.Time, rate float64) time.Time {
 	at := slot
 	if now.After(slot) {
 		at = now
 		if rate > 0 {
-			at = maxTime(at, s.lastGrant.Add(time.Duration(float64(time.Second)/rate)))
+			last := s.lastGrant
+			for _, t := range s.reserved {
+				last = maxTime(last, t)
+			}
+			at = maxTime(at, last.Add(time.Duration(float64(time.Second)/rate)))
 		}
 	}
-	s.lastGrant = maxTime(s.lastGrant, at)
+	s.reserved = append(s.reserved, at)
 	return at
 }
 
-// cancel returns the slot of an actGrant reservation whose caller gave up
-// before using it.
-func (s *local) cancel(r reservation) {
-	s.slots = append([]time.Time{r.slot}, s.slots...)
+// settle forgets the reserved grant time of r: it was used, given up or
+// voided.
+func (s *local) settle(r reservation) {
+	if i := slices.IndexFunc(s.reserved, r.at.Equal); i >= 0 {
+		s.reserved = slices.Delete(s.reserved, i, i+1)
+	}
 }
 
-// commit is called when the caller of an actGrant reservation acts, at now.
-// It counts the grant for the demand estimate and reports true, or reports
-// false when a penalty arrived meanwhile: the slot is void, ask again.
-func (s *local) commit(now time.Time) bool {
+// cancel returns the slot of an actGrant reservation whose caller gave up
+// before using it, in its place among the others (callers give up in any
+// order). Its grant time no longer paces the next ones: a call not made
+// leaves the provider's bucket as it was.
+func (s *local) cancel(r reservation) {
+	s.settle(r)
+	i, _ := slices.BinarySearchFunc(s.slots, r.slot, time.Time.Compare)
+	s.slots = slices.Insert(s.slots, i, r.slot)
+}
+
+// commit is called when the caller of the actGrant reservation r acts, at
+// now. It counts the grant for the demand estimate and the pacing and
+// reports true, or reports false when a penalty arrived meanwhile: the slot
+// is void, ask again.
+func (s *local) commit(now time.Time, r reservation) bool {
+	s.settle(r)
 	if now.Before(s.penalty) {
 		return false
 	}
+	s.lastGrant = maxTime(s.lastGrant, r.at)
 	s.demand(now)
 	s.demandNow++
 	return true

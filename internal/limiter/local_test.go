@@ -107,6 +107,32 @@ func TestLocalGrantSequence(t *testing.T) {
 	}
 }
 
+// TestLocalCancelPacesNothing reserves three slots, gives them all up and
+// reserves the first again once it is late: a grant given up was no call,
+// so the slot goes at once, not paced after the grants that never were.
+func TestLocalCancelPacesNothing(t *testing.T) {
+	t.Parallel()
+	s := newLocal(100 * time.Millisecond)
+	s.slots = []time.Time{ms(10), ms(35), ms(60)}
+	var rs []reservation
+	for range 3 {
+		rs = append(rs, s.reserve(ms(0), 40, false))
+	}
+	for _, r := range rs { // in the order they were made, not the reverse
+		s.cancel(r)
+	}
+	r := s.reserve(ms(20), 40, false)
+	if r.act != actGrant || !r.at.Equal(ms(20)) {
+		t.Errorf("late slot after three cancelled grants: %v at %v, want a grant at 20ms", r.act, r.at.Sub(t0))
+	}
+	if !s.commit(ms(20), r) {
+		t.Fatal("commit without a penalty reported the slot void")
+	}
+	if r := s.reserve(ms(40), 40, false); !r.at.Equal(ms(45)) {
+		t.Errorf("the next late slot at %v, want 45ms (one interval after the grant used)", r.at.Sub(t0))
+	}
+}
+
 func TestLocalCancelAndCommit(t *testing.T) {
 	t.Parallel()
 	s := newLocal(100 * time.Millisecond)
@@ -116,16 +142,16 @@ func TestLocalCancelAndCommit(t *testing.T) {
 	if !slices.EqualFunc(s.slots, []time.Time{ms(10), ms(20)}, time.Time.Equal) {
 		t.Fatalf("after cancel: slots %v, want the reserved one back first", s.slots)
 	}
-	s.reserve(ms(0), 100, false)
-	if !s.commit(ms(10)) {
+	r = s.reserve(ms(0), 100, false)
+	if !s.commit(ms(10), r) {
 		t.Fatal("commit without a penalty reported the slot void")
 	}
 	if d := s.demand(ms(10)); d != 1 {
 		t.Errorf("demand after one grant %d, want 1", d)
 	}
-	s.reserve(ms(10), 100, false)
+	r = s.reserve(ms(10), 100, false)
 	s.stop(ms(300)) // a throttle while the caller sleeps
-	if s.commit(ms(20)) {
+	if s.commit(ms(20), r) {
 		t.Error("commit during a penalty granted the slot")
 	}
 	if d := s.demand(ms(20)); d != 1 {
@@ -158,7 +184,7 @@ func TestLocalLeaseSize(t *testing.T) {
 			t.Parallel()
 			s := newLocal(100 * time.Millisecond)
 			for _, g := range tt.grants {
-				s.commit(ms(g))
+				s.commit(ms(g), reservation{act: actGrant, at: ms(g)})
 			}
 			if got := s.leaseSize(ms(tt.now), tt.waiters, tt.rate, tt.burst); got != tt.want {
 				t.Errorf("leaseSize = %d, want %d", got, tt.want)

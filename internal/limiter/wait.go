@@ -34,7 +34,7 @@ func (l *Shared) Wait(ctx context.Context) error {
 				return err
 			}
 			l.mu.Lock()
-			if !l.local.commit(l.cfg.Now()) {
+			if !l.local.commit(l.cfg.Now(), r) {
 				continue // a penalty arrived while we slept: this slot is void
 			}
 			l.snap.Grants++
