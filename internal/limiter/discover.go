@@ -228,9 +228,12 @@ func (d *discovery) throttled(at time.Time, accepted int64, resume time.Time) {
 		// half the rate the calls were accepted at and probe soon: the
 		// next 429 measures.
 		d.coldTo = sample{at: at, accepted: accepted}
+		// Fewer than fewCalls accepted say how busy this fleet was, not
+		// what the provider allows: a fleet that had barely called would
+		// otherwise resume near the floor.
 		sent := d.ceiling
-		if span := at.Sub(d.coldFrom.at).Seconds(); span > 0.05 {
-			sent = math.Min(sent, float64(accepted-d.coldFrom.accepted)/span)
+		if span, n := at.Sub(d.coldFrom.at).Seconds(), accepted-d.coldFrom.accepted; span > 0.05 && n >= fewCalls {
+			sent = math.Min(sent, float64(n)/span)
 		}
 		d.estimate, d.guess = math.Max(sent*d.decrease, d.floor()), true
 		d.period = measureProbe

@@ -405,3 +405,19 @@ func TestDiscoveryFirstProbeAfterStartUp(t *testing.T) {
 		}
 	}
 }
+
+// TestDiscoveryFirstThrottleAfterFewCalls throttles a fleet that has made
+// a single call in half a second: so few calls say how busy the fleet was,
+// not what the provider allows, and the rate resumes at half the
+// configured rate, not at the floor (a process that joined a quiet fleet
+// crawled at 1/s).
+func TestDiscoveryFirstThrottleAfterFewCalls(t *testing.T) {
+	t.Parallel()
+	d := newDiscovery(DefaultDecrease)
+	d.observe(t0, 0, 100)
+	at := t0.Add(500 * time.Millisecond)
+	d.throttled(at, 1, at.Add(700*time.Millisecond))
+	if got, want := d.estimate, 100*DefaultDecrease; got != want {
+		t.Errorf("estimate after a first 429 on one call in 0.5 s: %v/s, want %v/s", got, want)
+	}
+}
