@@ -5,10 +5,9 @@ import (
 	"errors"
 	"fmt"
 
-	"github.com/google/uuid"
-
 	"github.com/reconcile/reconcile/internal/circuit"
 	"github.com/reconcile/reconcile/internal/dbconn"
+	"github.com/reconcile/reconcile/internal/enqueue"
 	"github.com/reconcile/reconcile/internal/ledger"
 	"github.com/reconcile/reconcile/internal/listing"
 	"github.com/reconcile/reconcile/internal/provider"
@@ -67,10 +66,11 @@ func (c *Consumer) newLister(p Provider) (*listing.Lister, error) {
 // listFirst makes sure that the runs of a claimed batch are listed before
 // their items are judged: the deliveries of a run whose listing this lane
 // has not seen end are handed back, the run is listed (or its listing by
-// another process awaited), and the rest of the batch gets the listed
-// records of its items.
+// another process awaited) while the items of each stored page are judged
+// (judgeStored), and the rest of the batch gets the listed records of its
+// items.
 func (c *Consumer) listFirst(ctx context.Context, l *lane, batch []job) ([]job, error) {
-	var pending []uuid.UUID
+	var pending []queue.Delivery // the first delivery of each run to list
 	var keep []job
 	var back []queue.Delivery
 	for _, j := range batch {
@@ -79,7 +79,7 @@ func (c *Consumer) listFirst(ctx context.Context, l *lane, batch []job) ([]job, 
 			continue
 		}
 		if len(back) == 0 || back[len(back)-1].RunID != j.d.RunID {
-			pending = append(pending, j.d.RunID)
+			pending = append(pending, j.d)
 		}
 		back = append(back, j.d)
 	}
@@ -87,11 +87,13 @@ func (c *Consumer) listFirst(ctx context.Context, l *lane, batch []job) ([]job, 
 		if err := c.queue.Release(ctx, back); err != nil {
 			c.dbWarn.Fail(warnRelease, dbconn.ElideValues(err), "messages", len(back))
 		}
-		for _, run := range pending {
-			if l.settled[run] {
+		for _, d := range pending {
+			if l.settled[d.RunID] {
 				continue
 			}
-			res, err := l.lister.List(ctx, run)
+			res, err := l.lister.List(ctx, d.RunID, func(ctx context.Context, ids []string) {
+				c.judgeStored(ctx, l, d.ReconciliationID, ids)
+			})
 			if errors.Is(err, listing.ErrAuth) {
 				return nil, fmt.Errorf("%w: %w", ErrProviderAuth, err)
 			}
@@ -99,37 +101,85 @@ func (c *Consumer) listFirst(ctx context.Context, l *lane, batch []job) ([]job, 
 				return nil, err
 			}
 			c.stats.listCalls.Add(int64(res.Calls))
-			l.settled[run] = true
+			l.settled[d.RunID] = true
 			if res.State == listing.Done && res.Records > 0 {
 				// The provider found the day's records at this URL with
 				// these credentials: the run's "not found" answers are
 				// its own, not a wrong URL's (see circuit.NotFound).
-				l.record(c.cfg.Now(), circuit.Event{Kind: circuit.Found, Run: run.String()})
+				l.record(c.cfg.Now(), circuit.Event{Kind: circuit.Found, Run: d.RunID.String()})
 			}
 		}
 	}
 	if len(keep) == 0 {
 		return nil, nil
 	}
-	keys := make([]ledger.Key, 0, len(keep))
-	for _, j := range keep {
+	return c.withListed(ctx, keep)
+}
+
+// judgeStored hands the lane's workers the items of a page of a run's
+// listing that this process just stored, while later pages are still to be
+// fetched: it claims their messages (those no other consumer holds) and
+// gives each job its listed record, so judging overlaps the listing
+// instead of following it. An item without a listed record is not claimed
+// here: it is looked up, and found missing, only after the listing ends.
+// A failure leaves the page's items in the queue, to be judged after the
+// listing like the rest.
+func (c *Consumer) judgeStored(ctx context.Context, l *lane, reconciliationID string, ids []string) {
+	keys := make([]string, len(ids))
+	for i, id := range ids {
+		keys[i] = enqueue.IdempotencyKey(reconciliationID, id)
+	}
+	// As claimLoop's claims, not cancelled half way.
+	ds, err := c.queue.ClaimKeys(context.WithoutCancel(ctx), keys, l.claim)
+	if err != nil {
+		c.dbWarn.Fail(warnClaim, dbconn.ElideValues(err), "messages", len(keys))
+		return
+	}
+	if len(ds) == 0 {
+		return
+	}
+	jobs, err := c.jobsOf(ctx, ds)
+	if err == nil {
+		jobs, err = c.withListed(ctx, jobs)
+	}
+	if err != nil {
+		c.dbWarn.Fail(warnClaim, dbconn.ElideValues(err), "messages", len(ds))
+		return
+	}
+	for i, j := range jobs {
+		select {
+		case l.jobs <- j:
+		case <-ctx.Done():
+			if err := c.queue.Release(context.WithoutCancel(ctx), deliveries(jobs[i:])); err != nil {
+				c.dbWarn.Fail(warnRelease, dbconn.ElideValues(err), "messages", len(jobs)-i)
+			}
+			return
+		}
+	}
+}
+
+// withListed gives each job of a listed run the record its listing stored
+// for its item, if any; when reading them fails it hands the jobs back.
+func (c *Consumer) withListed(ctx context.Context, jobs []job) ([]job, error) {
+	keys := make([]ledger.Key, 0, len(jobs))
+	for _, j := range jobs {
 		if j.ok && !j.item.State.Terminal() {
 			keys = append(keys, ledger.Key{RunID: j.d.RunID, TransactionID: j.d.TransactionID})
 		}
 	}
 	listed, err := ledger.ListedFor(ctx, c.pool, keys)
 	if err != nil {
-		if rerr := c.queue.Release(ctx, deliveries(keep)); rerr != nil {
-			c.dbWarn.Fail(warnRelease, dbconn.ElideValues(rerr), "messages", len(keep))
+		if rerr := c.queue.Release(ctx, deliveries(jobs)); rerr != nil {
+			c.dbWarn.Fail(warnRelease, dbconn.ElideValues(rerr), "messages", len(jobs))
 		}
 		return nil, err
 	}
-	for i := range keep {
-		if r, ok := listed[ledger.Key{RunID: keep[i].d.RunID, TransactionID: keep[i].d.TransactionID}]; ok {
-			keep[i].listed = &provider.Record{ID: r.ID, AmountMinor: r.AmountMinor, Currency: r.Currency, Status: r.Status}
+	for i := range jobs {
+		if r, ok := listed[ledger.Key{RunID: jobs[i].d.RunID, TransactionID: jobs[i].d.TransactionID}]; ok {
+			jobs[i].listed = &provider.Record{ID: r.ID, AmountMinor: r.AmountMinor, Currency: r.Currency, Status: r.Status}
 		}
 	}
-	return keep, nil
+	return jobs, nil
 }
 
 // deliveries returns the deliveries of jobs.

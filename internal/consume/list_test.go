@@ -2,6 +2,7 @@ package consume_test
 
 import (
 	"context"
+	"fmt"
 	"sync"
 	"testing"
 	"time"
@@ -122,6 +123,68 @@ func TestListModeJoinsBothWays(t *testing.T) {
 	}
 	if unexpected != 3 || items != len(b.ids)+3 {
 		t.Errorf("completion: unexpected %d items %d, want 3 and %d", unexpected, items, len(b.ids)+3)
+	}
+	rep, err := audit.Verify(ctx, b.pool, audit.Filter{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(rep.Breaks) > 0 {
+		t.Errorf("audit: %v", rep.Breaks)
+	}
+}
+
+// TestListModeJudgesStoredPagesWhileListing checks that list mode judges
+// the items of each stored page while later pages are still being fetched,
+// and that the run still completes only once the listing has ended: its
+// last pages hold only records the file lacks, so every item of the file is
+// judged before them, and the completion must count those records as
+// unexpected all the same.
+func TestListModeJudgesStoredPagesWhileListing(t *testing.T) {
+	const unbooked = 150 // a page and a half after the file's 300 payments
+	extra := make([]provider.Record, unbooked)
+	times := map[string]time.Time{}
+	for i := range extra {
+		extra[i] = provider.Record{ID: fmt.Sprintf("tx_unbooked_%03d", i), AmountMinor: int64(100 + i), Currency: "EUR", Status: "succeeded"}
+		times[extra[i].ID] = time.Date(2026, 10, 24, 23, 0, 0, 0, time.UTC) // made after every payment of the file
+	}
+	b := setup(t, options{items: 300, extra: extra, list: providersim.ListConfig{Times: times}})
+	// Four pages a second: the listing takes more than a second, far
+	// longer than judging a page.
+	c, _ := b.consumer(t, "", 4, 1, consume.Config{Mode: consume.ModeList, Concurrency: 8})
+	if err := runWithin(t, c, time.Minute); err != nil {
+		t.Fatal(err)
+	}
+
+	ctx := context.Background()
+	var before, matched int
+	if err := b.pool.QueryRow(ctx, `
+		SELECT count(*) FILTER (WHERE i.terminal_at < l.finished_at), count(*) FILTER (WHERE i.state = 'matched')
+		  FROM items i JOIN run_listings l USING (run_id)
+		 WHERE i.run_id = $1 AND i.state <> 'unexpected'`, b.run.RunID).Scan(&before, &matched); err != nil {
+		t.Fatal(err)
+	}
+	if matched != len(b.ids) {
+		t.Errorf("%d of %d items matched, want all", matched, len(b.ids))
+	}
+	if s := c.Snapshot(); s.FromList != int64(len(b.ids)) || s.Calls != 0 {
+		t.Errorf("%d items judged from the list and %d lookups, want %d and none", s.FromList, s.Calls, len(b.ids))
+	}
+	if before < 200 {
+		t.Errorf("%d of %d items judged before the listing ended, want at least the first two pages' 200", before, len(b.ids))
+	}
+	var unexpected, total int
+	var completed, finished time.Time
+	if err := b.pool.QueryRow(ctx, `
+		SELECT c.unexpected, c.items, c.completed_at, l.finished_at
+		  FROM run_completions c JOIN run_listings l USING (run_id) WHERE c.run_id = $1`, b.run.RunID).
+		Scan(&unexpected, &total, &completed, &finished); err != nil {
+		t.Fatalf("completion: %v", err)
+	}
+	if unexpected != unbooked || total != len(b.ids)+unbooked {
+		t.Errorf("completion: unexpected %d of %d items, want %d of %d", unexpected, total, unbooked, len(b.ids)+unbooked)
+	}
+	if completed.Before(finished) {
+		t.Errorf("run completed at %s, before its listing ended at %s", completed, finished)
 	}
 	rep, err := audit.Verify(ctx, b.pool, audit.Filter{})
 	if err != nil {
