@@ -7,6 +7,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/uuid"
+
 	"github.com/reconcile/reconcile/internal/audit"
 	"github.com/reconcile/reconcile/internal/consume"
 	"github.com/reconcile/reconcile/internal/ledger"
@@ -185,6 +187,29 @@ func TestListModeJudgesStoredPagesWhileListing(t *testing.T) {
 	}
 	if completed.Before(finished) {
 		t.Errorf("run completed at %s, before its listing ended at %s", completed, finished)
+	}
+	// The provider's totals and the breakdown carry the unexpected
+	// records, with the provider's amounts at stake.
+	totals, err := ledger.ProviderTotals(ctx, b.pool, b.run.RunID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(totals) != 1 || totals[0].Unexpected != unbooked || totals[0].Items != len(b.ids)+unbooked || totals[0].Open != 0 {
+		t.Errorf("provider totals %+v, want %d unexpected of %d items", totals, unbooked, len(b.ids)+unbooked)
+	}
+	bds, err := ledger.Breakdowns(ctx, b.pool, []uuid.UUID{b.run.RunID})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var n, minor int64
+	for _, bd := range bds {
+		if bd.Currency == "EUR" {
+			n, minor = n+bd.Unexpected, minor+bd.UnexpectedMinor
+		}
+	}
+	// The unbooked records' amounts are 100 to 249 cents.
+	if wantMinor := int64(unbooked*100 + unbooked*(unbooked-1)/2); n != unbooked || minor != wantMinor {
+		t.Errorf("breakdown: %d unexpected EUR records of %d cents, want %d of %d", n, minor, unbooked, wantMinor)
 	}
 	rep, err := audit.Verify(ctx, b.pool, audit.Filter{})
 	if err != nil {

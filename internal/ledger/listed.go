@@ -98,10 +98,12 @@ const FromListed = "listed"
 // values and one transition (listed → unexpected), and is counted in the
 // run's completion counters. The item's expected side is empty (amount 0,
 // status empty, no account: the file has no such payment); its currency is
-// the provider's, its occurred_at the time it was recorded. Call it once
-// the listing is complete, before any item of the run is judged from it,
-// so the run cannot complete without its unexpected items. It returns how
-// many items it added; a second call adds none.
+// the provider's, its occurred_at the time it was recorded. The run's
+// breakdown counts them and sums the provider's amounts, by currency. Call
+// it in the transaction that ends the listing: a run does not complete
+// while its listing goes on (see completeRun), so it cannot complete
+// without its unexpected items. It returns how many items it added; a
+// second call adds none.
 func RecordUnexpected(ctx context.Context, tx DB, runID uuid.UUID, provider, actor string, at time.Time) (int, error) {
 	args := pgx.NamedArgs{"run_id": runID, "provider": provider, "actor": actor, "at": at,
 		"shard": unexpectedShard, "reason": ReasonUnexpected, "from": FromListed}
@@ -118,7 +120,14 @@ func RecordUnexpected(ctx context.Context, tx DB, runID uuid.UUID, provider, act
 		      FROM provider_records p, run
 		     WHERE p.run_id = @run_id AND p.provider = @provider
 		       AND NOT EXISTS (SELECT FROM items i WHERE i.run_id = p.run_id AND i.transaction_id = p.record_id)
-		    RETURNING transaction_id),
+		    RETURNING transaction_id, currency, provider_amount_minor),
+		broken AS (
+		    INSERT INTO run_breakdown AS b (run_id, shard, provider, currency, item_count, unexpected, unexpected_minor)
+		    SELECT @run_id, @shard, @provider, currency, count(*), count(*), sum(provider_amount_minor)
+		      FROM new GROUP BY currency
+		    ON CONFLICT (run_id, shard, provider, currency) DO UPDATE
+		       SET item_count = b.item_count + excluded.item_count, unexpected = b.unexpected + excluded.unexpected,
+		           unexpected_minor = b.unexpected_minor + excluded.unexpected_minor),
 		grown AS (UPDATE runs SET item_count = item_count + (SELECT count(*) FROM new) WHERE run_id = @run_id),
 		counted AS (
 		    INSERT INTO run_shards AS s (run_id, shard, provider, remaining, unexpected)
