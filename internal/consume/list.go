@@ -33,6 +33,11 @@ const (
 
 var modeNames = []string{"lookup", "list", "auto"}
 
+// ErrRunMode stops a consumer that cannot check a run the way the run's
+// first consumer chose: a run checked in list mode, and a profile without
+// a list request.
+var ErrRunMode = errors.New("cannot follow the run's check mode")
+
 // String returns the mode's name as `consume --mode` takes it.
 func (m Mode) String() string { return modeNames[m] }
 
@@ -46,10 +51,12 @@ func ParseMode(s string) (Mode, error) {
 	return 0, fmt.Errorf("mode %q: want lookup, list or auto", s)
 }
 
-// newLister returns the lister of provider p under mode, or nil when its
-// items are looked up.
+// newLister returns the lister of provider p, or nil when its profile has
+// no list request. A consumer in lookup mode has one too: a run that the
+// first consumer to claim it checks in list mode is listed by every
+// consumer (see listFirst).
 func (c *Consumer) newLister(p Provider) (*listing.Lister, error) {
-	if c.cfg.Mode == ModeLookup || p.Client == nil {
+	if p.Client == nil {
 		return nil, nil
 	}
 	if p.Client.Profile().List == nil {
@@ -63,25 +70,36 @@ func (c *Consumer) newLister(p Provider) (*listing.Lister, error) {
 		Margin: c.cfg.ListMargin, Lease: c.queue.Visibility(), Logger: c.cfg.Logger}, nil
 }
 
-// listFirst makes sure that the runs of a claimed batch are listed before
-// their items are judged: the deliveries of a run whose listing this lane
-// has not seen end are handed back, the run is listed (or its listing by
+// listFirst makes sure that the listed runs of a claimed batch are listed
+// before their items are judged. Whether a run is listed is the run's check
+// mode, which the first consumer to claim one of its items chose
+// (runsListed). The deliveries of a listed run whose listing this lane has
+// not seen end are handed back, the run is listed (or its listing by
 // another process awaited) while the items of each stored page are judged
 // (judgeStored), and the rest of the batch gets the listed records of its
-// items.
+// items; the deliveries of runs checked by lookups pass unchanged.
 func (c *Consumer) listFirst(ctx context.Context, l *lane, batch []job) ([]job, error) {
+	if err := c.runsListed(ctx, l, batch); err != nil {
+		if rerr := c.queue.Release(ctx, deliveries(batch)); rerr != nil {
+			c.dbWarn.Fail(warnRelease, dbconn.ElideValues(rerr), "messages", len(batch))
+		}
+		return nil, err
+	}
 	var pending []queue.Delivery // the first delivery of each run to list
-	var keep []job
+	var lookup, keep []job
 	var back []queue.Delivery
 	for _, j := range batch {
-		if l.settled[j.d.RunID] {
+		switch {
+		case !l.listsRun[j.d.RunID]:
+			lookup = append(lookup, j)
+		case l.settled[j.d.RunID]:
 			keep = append(keep, j)
-			continue
+		default:
+			if len(back) == 0 || back[len(back)-1].RunID != j.d.RunID {
+				pending = append(pending, j.d)
+			}
+			back = append(back, j.d)
 		}
-		if len(back) == 0 || back[len(back)-1].RunID != j.d.RunID {
-			pending = append(pending, j.d)
-		}
-		back = append(back, j.d)
 	}
 	if len(back) > 0 {
 		if err := c.queue.Release(ctx, back); err != nil {
@@ -95,9 +113,11 @@ func (c *Consumer) listFirst(ctx context.Context, l *lane, batch []job) ([]job, 
 				c.judgeStored(ctx, l, d.ReconciliationID, ids)
 			})
 			if errors.Is(err, listing.ErrAuth) {
+				c.releaseJobs(ctx, lookup, keep)
 				return nil, fmt.Errorf("%w: %w", ErrProviderAuth, err)
 			}
 			if err != nil {
+				c.releaseJobs(ctx, lookup, keep)
 				return nil, err
 			}
 			c.stats.listCalls.Add(int64(res.Calls))
@@ -110,10 +130,60 @@ func (c *Consumer) listFirst(ctx context.Context, l *lane, batch []job) ([]job, 
 			}
 		}
 	}
-	if len(keep) == 0 {
-		return nil, nil
+	if len(keep) > 0 {
+		var err error
+		if keep, err = c.withListed(ctx, keep); err != nil {
+			c.releaseJobs(ctx, lookup)
+			return nil, err
+		}
 	}
-	return c.withListed(ctx, keep)
+	return append(lookup, keep...), nil
+}
+
+// runsListed learns, for each run of batch not seen before, whether the
+// lane lists it: the run's check mode is chosen by the first consumer to
+// claim one of its items (this one's --mode, when it is first), and every
+// consumer follows it, with a line in the log when it differs from its own.
+// A run in list mode cannot be followed by a lane whose profile has no list
+// request: that is an error (the run would be judged by lookups while
+// another consumer lists it).
+func (c *Consumer) runsListed(ctx context.Context, l *lane, batch []job) error {
+	for _, j := range batch {
+		run := j.d.RunID
+		if _, seen := l.listsRun[run]; seen {
+			continue
+		}
+		name, err := ledger.ChooseCheckMode(ctx, c.pool, run, c.cfg.Mode.String())
+		if err != nil {
+			return err
+		}
+		mode, err := ParseMode(name)
+		if err != nil {
+			return fmt.Errorf("run %s: %w", run, err)
+		}
+		if mode != c.cfg.Mode {
+			l.logger.Info("following the run's check mode, chosen by the first consumer to claim it",
+				"run_id", run, "run_mode", mode.String(), "own_mode", c.cfg.Mode.String())
+		}
+		if mode == ModeList && l.lister == nil {
+			return fmt.Errorf("%w: run %s is checked in list mode, and the profile %s of provider %s has no list request",
+				ErrRunMode, run, l.Client.Profile().Name, l.label())
+		}
+		l.listsRun[run] = mode != ModeLookup && l.lister != nil
+	}
+	return nil
+}
+
+// releaseJobs hands back the deliveries of the job lists.
+func (c *Consumer) releaseJobs(ctx context.Context, lists ...[]job) {
+	for _, jobs := range lists {
+		if len(jobs) == 0 {
+			continue
+		}
+		if err := c.queue.Release(ctx, deliveries(jobs)); err != nil {
+			c.dbWarn.Fail(warnRelease, dbconn.ElideValues(err), "messages", len(jobs))
+		}
+	}
 }
 
 // judgeStored hands the lane's workers the items of a page of a run's

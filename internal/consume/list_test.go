@@ -3,6 +3,8 @@ package consume_test
 import (
 	"context"
 	"fmt"
+	"log/slog"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -217,5 +219,66 @@ func TestListModeJudgesStoredPagesWhileListing(t *testing.T) {
 	}
 	if len(rep.Breaks) > 0 {
 		t.Errorf("audit: %v", rep.Breaks)
+	}
+}
+
+// TestConsumersFollowTheRunsCheckMode starts a consumer in list mode on a
+// run and, once it is listing, a consumer in lookup mode: the second
+// follows the run's mode (chosen by the first to claim it), says so in its
+// log, and makes no lookup, so it cannot complete by lookups the run the
+// first is listing. Without that, it looks up the items it claims while
+// the listing goes on.
+func TestConsumersFollowTheRunsCheckMode(t *testing.T) {
+	const unbooked = 20
+	extra := make([]provider.Record, unbooked)
+	for i := range extra {
+		extra[i] = provider.Record{ID: fmt.Sprintf("tx_unbooked_%03d", i), AmountMinor: 100, Currency: "EUR", Status: "succeeded"}
+	}
+	b := setup(t, options{items: 400, extra: extra})
+	// Ten pages a second: five pages take half a second, and the lookups
+	// of a consumer that did not follow the run would share the pace.
+	lister, _ := b.consumer(t, "", 10, 1, consume.Config{Mode: consume.ModeList, Concurrency: 4})
+	logs := &logBuffer{}
+	looker, _ := b.consumer(t, "", 10, 1, consume.Config{Mode: consume.ModeLookup, Concurrency: 4,
+		Logger: slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelInfo}))})
+
+	ctx := context.Background()
+	var wg sync.WaitGroup
+	var listErr error
+	wg.Go(func() { listErr = runWithin(t, lister, time.Minute) })
+	for deadline := time.Now().Add(30 * time.Second); ; {
+		var listing bool
+		if err := b.pool.QueryRow(ctx, `SELECT EXISTS (SELECT FROM run_listings WHERE run_id = $1)`, b.run.RunID).Scan(&listing); err != nil {
+			t.Fatal(err)
+		}
+		if listing {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the list-mode consumer did not start listing")
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	if err := runWithin(t, looker, time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	wg.Wait()
+	if listErr != nil {
+		t.Fatal(listErr)
+	}
+
+	if st := b.sim.Stats(); st.Calls != st.ListCalls {
+		t.Errorf("%d lookups while the run was listed, want none", st.Calls-st.ListCalls)
+	}
+	if got := logs.lines("following the run's check mode"); len(got) != 1 || !strings.Contains(got[0], "run_mode=list") ||
+		!strings.Contains(got[0], "own_mode=lookup") {
+		t.Errorf("the lookup-mode consumer's log lines about the run's mode: %q, want one saying it follows list mode", got)
+	}
+	var unexpected, items int
+	if err := b.pool.QueryRow(ctx, `SELECT unexpected, items FROM run_completions WHERE run_id = $1`, b.run.RunID).Scan(&unexpected, &items); err != nil {
+		t.Fatalf("completion: %v", err)
+	}
+	if unexpected != unbooked || items != len(b.ids)+unbooked {
+		t.Errorf("completion: unexpected %d of %d items, want %d of %d", unexpected, items, unbooked, len(b.ids)+unbooked)
 	}
 }

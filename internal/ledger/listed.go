@@ -180,3 +180,33 @@ func RunDayOf(ctx context.Context, db DB, runID uuid.UUID) (RunDay, error) {
 	}
 	return d, nil
 }
+
+// ChooseCheckMode returns how run runID's items are checked (runs.check_mode:
+// lookup, list or auto): the mode recorded by the first consumer to claim
+// one of them, which is mode when this call is that first one. Consumers
+// follow the run's mode whatever their own, so that a run is never listed
+// by one consumer while another completes it by lookups.
+func ChooseCheckMode(ctx context.Context, db DB, runID uuid.UUID, mode string) (string, error) {
+	// Two first consumers at once: the second's update waits for the
+	// first's and then matches no row, and its snapshot (taken before the
+	// first committed) does not see the mode either; a second statement
+	// does.
+	for range 2 {
+		var chosen string
+		err := db.QueryRow(ctx, `
+			WITH chosen AS (
+			    UPDATE runs SET check_mode = $2 WHERE run_id = $1 AND check_mode IS NULL RETURNING check_mode)
+			SELECT check_mode FROM chosen
+			UNION ALL
+			SELECT check_mode FROM runs WHERE run_id = $1 AND check_mode IS NOT NULL
+			LIMIT 1`, runID, mode).Scan(&chosen)
+		if errors.Is(err, pgx.ErrNoRows) {
+			continue
+		}
+		if err != nil {
+			return "", fmt.Errorf("choose how run %s is checked: %w", runID, err)
+		}
+		return chosen, nil
+	}
+	return "", fmt.Errorf("choose how run %s is checked: no such run", runID)
+}

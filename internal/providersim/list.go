@@ -43,6 +43,18 @@ func (s *Server) SetLate(late map[string]bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.cfg.List.Late = late
+	s.listed = listedWindow{}
+}
+
+// listedWindow is the last window's listed ids, kept while what decides
+// them stays the same (the window, the late records, the faults): every
+// page of a listing reads the same list, and building it walks every
+// record.
+type listedWindow struct {
+	from, to time.Time
+	cleared  bool
+	ids      []string
+	ok       bool
 }
 
 // PageCalls returns how many times the list answered the page at cursor
@@ -156,6 +168,9 @@ func (s *Server) listLocked(h http.Header, r *http.Request, from, to time.Time, 
 // ordered by time and id. A record the dataset's faults make missing is
 // not listed, as a lookup does not find it.
 func (s *Server) listedLocked(from, to time.Time) []string {
+	if w := s.listed; w.ok && w.from.Equal(from) && w.to.Equal(to) && w.cleared == s.faultsCleared {
+		return w.ids
+	}
 	if s.listOrder == nil {
 		s.listOrder = make([]string, 0, len(s.records))
 		for id := range s.records {
@@ -177,5 +192,6 @@ func (s *Server) listedLocked(from, to time.Time) []string {
 			ids = append(ids, id)
 		}
 	}
+	s.listed = listedWindow{from: from, to: to, cleared: s.faultsCleared, ids: ids, ok: true}
 	return ids
 }

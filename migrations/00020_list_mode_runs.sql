@@ -1,4 +1,15 @@
 -- +goose Up
+-- List mode, two more things a run records.
+--
+-- How its items are checked: the mode of the first consumer that claimed
+-- one of them (consume --mode). Later consumers follow it, so a consumer
+-- in lookup mode cannot complete by lookups a run that another is listing,
+-- and a consumer in list mode does not list a run others look up.
+
+ALTER TABLE runs ADD COLUMN check_mode text CHECK (check_mode IN ('lookup', 'list', 'auto'));
+
+COMMENT ON COLUMN runs.check_mode IS 'How the run''s items are checked against the provider, chosen by the first consumer to claim one of them (consume --mode): lookup (each item by its id), list (the provider''s list of the date first) or auto (list where the provider''s profile has a list request). Later consumers follow it. NULL until a consumer claims one of its items.';
+
 -- A run's breakdown counts its unexpected items (list mode: records the
 -- provider listed that the payment file lacks) and sums the provider's
 -- amounts of them, by provider and currency: what is at stake for such a
@@ -28,3 +39,4 @@ DELETE FROM run_breakdown WHERE item_count = unexpected AND unexpected > 0;
 UPDATE run_breakdown SET item_count = item_count - unexpected WHERE unexpected > 0;
 ALTER TABLE run_breakdown DROP COLUMN unexpected_minor;
 ALTER TABLE run_breakdown DROP COLUMN unexpected;
+ALTER TABLE runs DROP COLUMN check_mode;
