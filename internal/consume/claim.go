@@ -94,7 +94,7 @@ func (c *Consumer) claimLoop(ctx context.Context, l *lane) error {
 		failures = 0
 		if len(batch) > 0 {
 			if batch, err = c.listFirst(ctx, l, batch); err != nil {
-				if errors.Is(err, ErrProviderAuth) || errors.Is(err, ErrRunMode) || ctx.Err() != nil {
+				if errors.Is(err, ErrProviderAuth) || ctx.Err() != nil {
 					return err
 				}
 				c.cfg.Logger.Warn("listing failed; retrying", "err", err)

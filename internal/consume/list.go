@@ -33,10 +33,6 @@ const (
 
 var modeNames = []string{"lookup", "list", "auto"}
 
-// ErrRunMode stops a consumer that cannot check a run the way the run's
-// first consumer chose: a run checked in list mode, and a profile without
-// a list request.
-var ErrRunMode = errors.New("cannot follow the run's check mode")
 
 // String returns the mode's name as `consume --mode` takes it.
 func (m Mode) String() string { return modeNames[m] }
@@ -144,9 +140,9 @@ func (c *Consumer) listFirst(ctx context.Context, l *lane, batch []job) ([]job, 
 // lane lists it: the run's check mode is chosen by the first consumer to
 // claim one of its items (this one's --mode, when it is first), and every
 // consumer follows it, with a line in the log when it differs from its own.
-// A run in list mode cannot be followed by a lane whose profile has no list
-// request: that is an error (the run would be judged by lookups while
-// another consumer lists it).
+// A lane whose profile has no list request looks its items up whatever the
+// run's mode: a listing is per provider, and nobody lists this one (a
+// warning says so when the run is in list mode).
 func (c *Consumer) runsListed(ctx context.Context, l *lane, batch []job) error {
 	for _, j := range batch {
 		run := j.d.RunID
@@ -166,8 +162,8 @@ func (c *Consumer) runsListed(ctx context.Context, l *lane, batch []job) error {
 				"run_id", run, "run_mode", mode.String(), "own_mode", c.cfg.Mode.String())
 		}
 		if mode == ModeList && l.lister == nil {
-			return fmt.Errorf("%w: run %s is checked in list mode, and the profile %s of provider %s has no list request",
-				ErrRunMode, run, l.Client.Profile().Name, l.label())
+			l.logger.Warn("the run is checked in list mode, but this provider's profile has no list request: its items are looked up",
+				"run_id", run, "provider", l.label(), "profile", l.Client.Profile().Name)
 		}
 		l.listsRun[run] = mode != ModeLookup && l.lister != nil
 	}
