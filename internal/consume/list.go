@@ -33,7 +33,6 @@ const (
 
 var modeNames = []string{"lookup", "list", "auto"}
 
-
 // String returns the mode's name as `consume --mode` takes it.
 func (m Mode) String() string { return modeNames[m] }
 

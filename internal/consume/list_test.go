@@ -121,20 +121,8 @@ func TestListModeJoinsBothWays(t *testing.T) {
 	if listCalls != st.ListCalls {
 		t.Errorf("the listing counted %d page calls, the provider %d (the faults between pages included)", listCalls, st.ListCalls)
 	}
-	var unexpected, items int
-	if err := b.pool.QueryRow(ctx, `SELECT unexpected, items FROM run_completions WHERE run_id = $1`, b.run.RunID).Scan(&unexpected, &items); err != nil {
-		t.Fatalf("completion: %v", err)
-	}
-	if unexpected != 3 || items != len(b.ids)+3 {
-		t.Errorf("completion: unexpected %d items %d, want 3 and %d", unexpected, items, len(b.ids)+3)
-	}
-	rep, err := audit.Verify(ctx, b.pool, audit.Filter{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if len(rep.Breaks) > 0 {
-		t.Errorf("audit: %v", rep.Breaks)
-	}
+	b.wantCompletion(t, 3)
+	b.wantAuditClean(t)
 }
 
 // TestListModeJudgesStoredPagesWhileListing checks that list mode judges
@@ -213,13 +201,7 @@ func TestListModeJudgesStoredPagesWhileListing(t *testing.T) {
 	if wantMinor := int64(unbooked*100 + unbooked*(unbooked-1)/2); n != unbooked || minor != wantMinor {
 		t.Errorf("breakdown: %d unexpected EUR records of %d cents, want %d of %d", n, minor, unbooked, wantMinor)
 	}
-	rep, err := audit.Verify(ctx, b.pool, audit.Filter{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if len(rep.Breaks) > 0 {
-		t.Errorf("audit: %v", rep.Breaks)
-	}
+	b.wantAuditClean(t)
 }
 
 // TestConsumersFollowTheRunsCheckMode starts a consumer in list mode on a
@@ -274,11 +256,32 @@ func TestConsumersFollowTheRunsCheckMode(t *testing.T) {
 		!strings.Contains(got[0], "own_mode=lookup") {
 		t.Errorf("the lookup-mode consumer's log lines about the run's mode: %q, want one saying it follows list mode", got)
 	}
-	var unexpected, items int
-	if err := b.pool.QueryRow(ctx, `SELECT unexpected, items FROM run_completions WHERE run_id = $1`, b.run.RunID).Scan(&unexpected, &items); err != nil {
+	b.wantCompletion(t, unbooked)
+	b.wantAuditClean(t)
+}
+
+// wantCompletion checks the run's completion record: the file's items and
+// unexpected ones the file lacks.
+func (b *testBundle) wantCompletion(t *testing.T, unexpected int) {
+	t.Helper()
+	var got, items int
+	if err := b.pool.QueryRow(context.Background(), `SELECT unexpected, items FROM run_completions WHERE run_id = $1`, b.run.RunID).
+		Scan(&got, &items); err != nil {
 		t.Fatalf("completion: %v", err)
 	}
-	if unexpected != unbooked || items != len(b.ids)+unbooked {
-		t.Errorf("completion: unexpected %d of %d items, want %d of %d", unexpected, items, unbooked, len(b.ids)+unbooked)
+	if got != unexpected || items != len(b.ids)+unexpected {
+		t.Errorf("completion: unexpected %d of %d items, want %d of %d", got, items, unexpected, len(b.ids)+unexpected)
+	}
+}
+
+// wantAuditClean checks the ledger's hash chains and counters.
+func (b *testBundle) wantAuditClean(t *testing.T) {
+	t.Helper()
+	rep, err := audit.Verify(context.Background(), b.pool, audit.Filter{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(rep.Breaks) > 0 {
+		t.Errorf("audit: %v", rep.Breaks)
 	}
 }

@@ -39,11 +39,20 @@ type listShape struct {
 
 var listShapes = map[Shape]*listShape{ShapeStripe: &stripeList, ShapePayPal: &paypalList, ShapeSquare: &squareList}
 
-// rfc3339Window reads a window of RFC 3339 instants from two parameters.
-func rfc3339Window(q url.Values, fromKey, toKey string) (from, to time.Time, ok bool) {
+// rfc3339Page reads a window of RFC 3339 instants from the parameters
+// fromKey and toKey and a page size from limitKey (def when absent, at most
+// most); bad names the parameter in error.
+func rfc3339Page(q url.Values, fromKey, toKey, limitKey string, def, most int) (pq pageQuery, bad string) {
 	from, ferr := time.Parse(time.RFC3339, q.Get(fromKey))
 	to, terr := time.Parse(time.RFC3339, q.Get(toKey))
-	return from, to, ferr == nil && terr == nil && to.After(from)
+	if ferr != nil || terr != nil || !to.After(from) {
+		return pageQuery{}, fromKey
+	}
+	limit, ok := pageLimit(q.Get(limitKey), def, most)
+	if !ok {
+		return pageQuery{}, limitKey
+	}
+	return pageQuery{from: from, to: to, limit: limit}, ""
 }
 
 var stripeList = listShape{
@@ -87,20 +96,17 @@ var stripeList = listShape{
 var squareList = listShape{
 	path: "/v2/payments",
 	query: func(q url.Values) (pageQuery, string) {
-		from, to, ok := rfc3339Window(q, "begin_time", "end_time")
-		if !ok {
-			return pageQuery{}, "begin_time"
+		pq, bad := rfc3339Page(q, "begin_time", "end_time", "limit", 100, 100)
+		if bad != "" {
+			return pq, bad
 		}
-		limit, ok := pageLimit(q.Get("limit"), 100, 100)
-		if !ok {
-			return pageQuery{}, "limit"
-		}
-		cursor := q.Get("cursor")
-		offset, ok := offsetCursor(cursor)
+		pq.cursor = q.Get("cursor")
+		offset, ok := offsetCursor(pq.cursor)
 		if !ok {
 			return pageQuery{}, "cursor"
 		}
-		return pageQuery{from: from, to: to, cursor: cursor, limit: limit, offset: func([]string) (int, bool) { return offset, true }}, ""
+		pq.offset = func([]string) (int, bool) { return offset, true }
+		return pq, ""
 	},
 	body: func(h *shaped, q url.Values, _ pageQuery, pg servedPage) any {
 		o := h.spec.object(payments.KindPayment)
@@ -126,13 +132,9 @@ var paypalStatus = map[string]string{payments.StatusSucceeded: "S", payments.Sta
 var paypalList = listShape{
 	path: "/v1/reporting/transactions",
 	query: func(q url.Values) (pageQuery, string) {
-		from, to, ok := rfc3339Window(q, "start_date", "end_date")
-		if !ok {
-			return pageQuery{}, "start_date"
-		}
-		limit, ok := pageLimit(q.Get("page_size"), 100, 500)
-		if !ok {
-			return pageQuery{}, "page_size"
+		pq, bad := rfc3339Page(q, "start_date", "end_date", "page_size", 100, 500)
+		if bad != "" {
+			return pq, bad
 		}
 		number := 1
 		if v := q.Get("page"); v != "" {
@@ -143,12 +145,11 @@ var paypalList = listShape{
 			number = n
 		}
 		// The first page is named by no cursor, as the client asks it.
-		cursor := ""
 		if number > 1 {
-			cursor = strconv.Itoa(number)
+			pq.cursor = strconv.Itoa(number)
 		}
-		return pageQuery{from: from, to: to, cursor: cursor, limit: limit,
-			offset: func([]string) (int, bool) { return (number - 1) * limit, true }}, ""
+		pq.offset = func([]string) (int, bool) { return (number - 1) * pq.limit, true }
+		return pq, ""
 	},
 	body: func(_ *shaped, q url.Values, pq pageQuery, pg servedPage) any {
 		details := make([]any, len(pg.records))

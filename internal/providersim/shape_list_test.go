@@ -1,15 +1,12 @@
 package providersim
 
 import (
-	"cmp"
 	"context"
 	"net/http"
-	"net/http/httptest"
 	"testing"
 	"time"
 
 	"github.com/reconcile/reconcile/internal/payments"
-	"github.com/reconcile/reconcile/internal/profile"
 	"github.com/reconcile/reconcile/internal/provider"
 )
 
@@ -25,35 +22,13 @@ func TestShapesListTheDay(t *testing.T) {
 	for _, shape := range []Shape{ShapeStripe, ShapePayPal, ShapeSquare} {
 		t.Run(shape.String(), func(t *testing.T) {
 			t.Parallel()
-			recs, kinds, accounts := kindsDataset(2600) // two pages of PayPal's 500 payments
-			for i := range recs {
-				kind := cmp.Or(kinds[recs[i].ID], payments.KindPayment)
-				if !shape.Expresses(kind, recs[i].Status) {
-					recs[i].Status = map[string]string{payments.KindPayment: payments.StatusSucceeded,
-						payments.KindRefund: payments.StatusSucceeded, payments.KindDispute: payments.StatusDisputed}[kind]
-				}
-			}
+			recs, kinds, accounts := shapeDataset(shape, 2600) // two pages of PayPal's 500 payments
 			from := time.Date(2026, 10, 24, 0, 0, 0, 0, time.UTC)
 			to := from.AddDate(0, 0, 1)
 			otherDay, late := recs[4].ID, recs[8].ID // payments both
-			sim, err := New(Config{Records: recs, Kinds: kinds, Accounts: accounts, Seed: 7, Token: "sim-token",
+			sim, _, c := shapedClient(t, shape, Config{Records: recs, Kinds: kinds, Accounts: accounts, Seed: 7,
 				List: ListConfig{Shift: true, Faults: 2, Late: map[string]bool{late: true},
 					Times: map[string]time.Time{otherDay: to.Add(3 * time.Hour)}}})
-			if err != nil {
-				t.Fatal(err)
-			}
-			h, err := Shaped(sim, shape, ShapeConfig{ClientID: "cid", ClientSecret: "csecret"})
-			if err != nil {
-				t.Fatal(err)
-			}
-			srv := httptest.NewServer(h)
-			t.Cleanup(srv.Close)
-			p, _ := profile.Builtin(shape.String())
-			c, err := provider.New(provider.Config{BaseURL: srv.URL, Profile: p, Token: "sim-token", ClientID: "cid", ClientSecret: "csecret",
-				Timeout: 5 * time.Second})
-			if err != nil {
-				t.Fatal(err)
-			}
 
 			want := map[string]provider.Record{}
 			for _, r := range recs {
