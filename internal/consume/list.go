@@ -127,7 +127,7 @@ func (c *Consumer) listFirst(ctx context.Context, l *lane, batch []job) ([]job, 
 	}
 	if len(keep) > 0 {
 		var err error
-		if keep, err = c.withListed(ctx, keep); err != nil {
+		if keep, err = c.withListed(ctx, l, keep); err != nil {
 			c.releaseJobs(ctx, lookup)
 			return nil, err
 		}
@@ -205,7 +205,7 @@ func (c *Consumer) judgeStored(ctx context.Context, l *lane, reconciliationID st
 	}
 	jobs, err := c.jobsOf(ctx, ds)
 	if err == nil {
-		jobs, err = c.withListed(ctx, jobs)
+		jobs, err = c.withListed(ctx, l, jobs)
 	}
 	if err != nil {
 		c.dbWarn.Fail(warnClaim, dbconn.ElideValues(err), "messages", len(ds))
@@ -223,16 +223,16 @@ func (c *Consumer) judgeStored(ctx context.Context, l *lane, reconciliationID st
 	}
 }
 
-// withListed gives each job of a listed run the record its listing stored
+// withListed gives each job of a run l lists the record l's listing stored
 // for its item, if any; when reading them fails it hands the jobs back.
-func (c *Consumer) withListed(ctx context.Context, jobs []job) ([]job, error) {
+func (c *Consumer) withListed(ctx context.Context, l *lane, jobs []job) ([]job, error) {
 	keys := make([]ledger.Key, 0, len(jobs))
 	for _, j := range jobs {
 		if j.ok && !j.item.State.Terminal() {
 			keys = append(keys, ledger.Key{RunID: j.d.RunID, TransactionID: j.d.TransactionID})
 		}
 	}
-	listed, err := ledger.ListedFor(ctx, c.pool, keys)
+	listed, err := ledger.ListedFor(ctx, c.pool, l.lister.Provider, keys)
 	if err != nil {
 		if rerr := c.queue.Release(ctx, deliveries(jobs)); rerr != nil {
 			c.dbWarn.Fail(warnRelease, dbconn.ElideValues(rerr), "messages", len(jobs))

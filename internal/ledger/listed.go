@@ -51,23 +51,22 @@ func StoreListed(ctx context.Context, tx DB, runID uuid.UUID, provider string, p
 	return int(tag.RowsAffected()), nil
 }
 
-// ListedFor returns the listed records of the given items, by item, for the
-// items whose provider listed one under the item's transaction id (an item
-// that names no provider belongs to the default one, whatever its name).
-// Items without a listed record are absent.
-func ListedFor(ctx context.Context, db DB, keys []Key) (map[Key]Listed, error) {
+// ListedFor returns the records that provider's listing stored for the
+// given items, by item; items without a listed record are absent. The
+// caller asks for the items of that provider (and, for the default
+// provider, those that name none). Each key is one lookup of the primary
+// key (run_id, provider, record_id), however many records the run has.
+func ListedFor(ctx context.Context, db DB, provider string, keys []Key) (map[Key]Listed, error) {
 	runs := make([]uuid.UUID, len(keys))
 	ids := make([]string, len(keys))
 	for i, k := range keys {
 		runs[i], ids[i] = k.RunID, k.TransactionID
 	}
 	rows, err := db.Query(ctx, `
-		SELECT i.run_id, p.record_id, p.amount_minor, p.currency, p.status, p.kind
+		SELECT p.run_id, p.record_id, p.amount_minor, p.currency, p.status, p.kind
 		  FROM unnest($1::uuid[], $2::text[]) AS k(run_id, transaction_id)
-		  JOIN items i USING (run_id, transaction_id)
-		  JOIN provider_records p ON p.run_id = i.run_id AND p.record_id = i.transaction_id
-		                         AND (p.provider = i.provider OR i.provider = '')`,
-		runs, ids)
+		  JOIN provider_records p ON p.run_id = k.run_id AND p.provider = $3 AND p.record_id = k.transaction_id`,
+		runs, ids, provider)
 	if err != nil {
 		return nil, fmt.Errorf("read listed records of %d items: %w", len(keys), err)
 	}
