@@ -271,8 +271,12 @@ func execute(ctx context.Context, srv *server, sp spec, o options) (result, erro
 		logger = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
 	}
 	const token = provider.Secret("bench-token")
-	sim, err := providersim.New(providersim.Config{Records: records, Seed: 11, Limit: sched, Burst: sp.simBurst,
-		Window: sp.simWindow, TransientRate: sp.transientRate, Token: token})
+	simCfg := providersim.Config{Records: records, Seed: 11, Limit: sched, Burst: sp.simBurst,
+		TransientRate: sp.transientRate, Token: token}
+	if sp.simWindow > 0 {
+		simCfg.Algorithm, simCfg.Window, simCfg.Burst, simCfg.RateLimitHeaders = providersim.FixedWindow, sp.simWindow, 0, true
+	}
+	sim, err := providersim.New(simCfg)
 	if err != nil {
 		return result{}, err
 	}
