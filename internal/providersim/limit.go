@@ -207,7 +207,11 @@ func (m *Meter) Take(d time.Duration) (ok bool, wait time.Duration, rate float64
 		if m.alg == LeakyBucket {
 			room = m.burst - m.level
 		}
-		if room >= 1 {
+		// The level is refilled by adding float rates over many short
+		// spans, which can leave a whole token a few ulps short: a
+		// call paced exactly at the rate would be refused for the
+		// rounding, which no real provider does.
+		if room >= 1-1e-9 {
 			if m.alg == TokenBucket {
 				m.level--
 			} else {
