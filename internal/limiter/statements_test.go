@@ -140,7 +140,7 @@ func TestStatementsMatchModel(t *testing.T) {
 				}
 				ok := rng.Int64N(5)
 				what = fmt.Sprintf("lease %d success %v hint %.3f follow %.3f, %d accepted", want, success, hint, follow, ok)
-				res, err := l.lease(ctx, now, want, report{success: success, accepted: ok, hintRate: hint}, follow, floor)
+				res, err := l.lease(ctx, now, want, report{success: success, accepted: ok, hintRate: hint}, follow, floor, stored{})
 				accepted += ok
 				if err != nil {
 					t.Fatal(err)
