@@ -237,7 +237,7 @@ func (d *discovery) observe(now time.Time, accepted int64, ceiling float64) {
 // keep coming, they pace the limiter.
 func (d *discovery) hinted(now time.Time, rate float64) {
 	if d.hintAt.IsZero() || now.Sub(d.hintAt) > hintFresh {
-		d.record(now, causeHint, rate, "response headers pace the limiter")
+		d.record(now, causeHint, rate, fmt.Sprintf("the provider's rate-limit headers pace the limiter at %s", human.Rate(rate)))
 	}
 	d.hintRate, d.hintAt = rate, now
 }
@@ -257,7 +257,7 @@ func (d *discovery) throttled(at time.Time, accepted int64, resume time.Time, re
 		// then.
 		d.cold(at, accepted)
 		d.phase, d.estimate, d.guess = phaseRefused, d.ceiling, true
-		d.record(at, causeThrottle, d.ceiling, "the provider refused the limit set once: it is kept until a second refusal")
+		d.record(at, causeThrottle, d.ceiling, fmt.Sprintf("the provider refused the limit set (%s) once: it is kept until a second refusal", human.Rate(d.ceiling)))
 		d.last = sample{at: at, accepted: accepted}
 		d.samples = append(d.samples[:0], d.last)
 		d.resumeAt = maxTime(resume, at)
@@ -270,20 +270,24 @@ func (d *discovery) throttled(at time.Time, accepted int64, resume time.Time, re
 		d.cold(at, accepted)
 		d.estimate, d.guess = math.Max(d.coldSent*d.decrease, d.floor()), true
 		d.period = measureProbe
-		d.record(at, causeThrottle, d.estimate*cruiseShare, "first 429: the rate halves until the next one measures it")
+		d.record(at, causeThrottle, d.estimate*cruiseShare, fmt.Sprintf(
+			"first 429, with the calls accepted at %s: the rate halves until the next 429 measures the provider", human.Rate(d.coldSent)))
 	case prev == phaseRefused && d.rough(at, accepted):
 		// The second refusal, on too few calls to measure: as after a
 		// first 429, resume at half the rate the calls were accepted
 		// at and probe soon.
 		d.estimate, d.guess = math.Max(d.coldSent*d.decrease, d.floor()), true
 		d.period = measureProbe
-		d.record(at, causeThrottle, d.estimate*cruiseShare, "the provider refused the limit set twice: the rate halves until the next 429 measures it")
+		d.record(at, causeThrottle, d.estimate*cruiseShare, fmt.Sprintf(
+			"the provider refused the limit set twice, on too few calls (%d) to measure it: the rate halves until the next 429 measures the provider",
+			accepted-d.last.accepted))
 	case prev == phaseCruise && !d.guess:
 		// Unexpected: the limit fell below the estimate.
 		d.fellFrom, d.fellAt = d.estimate, at
 		d.estimate, d.guess = math.Max(d.estimate*d.decrease, d.floor()), true
 		d.period = measureProbe
-		d.record(at, causeThrottle, d.estimate*cruiseShare, "429 while cruising: the limit fell")
+		d.record(at, causeThrottle, d.estimate*cruiseShare, fmt.Sprintf(
+			"429 while cruising under the estimate of %s: the limit fell; the rate halves until the next 429 measures it", human.Rate(d.fellFrom)))
 	default:
 		// A probe's 429, or the one after a guess: it measures.
 		m, ok := d.measure(at)
@@ -292,6 +296,8 @@ func (d *discovery) throttled(at time.Time, accepted int64, resume time.Time, re
 			d.estimate = math.Max(d.estimate*d.decrease, d.floor())
 			d.period = measureProbe
 			d.guess = true
+			d.record(at, causeThrottle, d.estimate*cruiseShare,
+				"a 429 too soon after the last one to measure the provider: the rate halves until the next one measures it")
 		case !d.guess && math.Abs(m-d.estimate) <= heldWithin*d.estimate:
 			d.estimate = math.Max(d.estimate, m)
 			longest := d.longestPeriod(resume.Sub(at))
@@ -306,8 +312,10 @@ func (d *discovery) throttled(at time.Time, accepted int64, resume time.Time, re
 			if d.comingBack(at) {
 				d.period = d.comebackPeriod(resume.Sub(at))
 			}
-			d.record(at, causeProbe, d.estimate*cruiseShare, "probe found the limit unchanged")
+			d.record(at, causeProbe, d.estimate*cruiseShare, fmt.Sprintf("probe found the limit unchanged at %s; next probe %s after the pause",
+				human.Rate(m), human.Duration(d.period)))
 		default:
+			was := d.estimate
 			if !d.guess && m < (1-heldWithin)*d.estimate {
 				d.fellFrom, d.fellAt = d.estimate, at
 			}
@@ -346,7 +354,7 @@ func (d *discovery) throttled(at time.Time, accepted int64, resume time.Time, re
 				// of it): measure again at the next 429, soon.
 				d.guess, d.period = true, measureProbe
 			}
-			d.record(at, causeEstimate, d.estimate*cruiseShare, "measured between two 429s")
+			d.record(at, causeEstimate, d.estimate*cruiseShare, d.measured(was, accepted-d.last.accepted))
 		}
 	}
 	d.phase = phaseCruise
@@ -402,6 +410,22 @@ func (d *discovery) cold(at time.Time, accepted int64) {
 		d.fellFrom, d.fellAt = d.coldSent, at
 		d.coldHeld = true
 	}
+}
+
+// measured is the history's words for a measurement between two 429s of
+// calls accepted, the estimate having been was (a guess when d.guess was).
+func (d *discovery) measured(was float64, calls int64) string {
+	s := fmt.Sprintf("measured between two 429s on %d calls: %s", calls, human.Rate(d.estimate))
+	if d.burst > 0 {
+		s += fmt.Sprintf(" with a bucket of %s", human.Number(d.burst))
+	}
+	if was > 0 {
+		s += fmt.Sprintf(" (was %s)", human.Rate(was))
+	}
+	if d.guess {
+		return s + "; too few calls to be sure: measured again at the next 429"
+	}
+	return s + fmt.Sprintf("; next probe %s after the pause", human.Duration(d.period))
 }
 
 // rough reports whether the calls accepted since the last counted throttle
@@ -539,7 +563,7 @@ func (d *discovery) rate(now time.Time) float64 {
 			if d.burst == 0 {
 				d.probeLevel = d.estimate
 			}
-			d.record(now, causeProbe, d.estimate*(1+probeStart), "probe starts")
+			d.record(now, causeProbe, d.estimate*(1+probeStart), fmt.Sprintf("probe starts: the rate rises above the estimate of %s until a 429", human.Rate(d.estimate)))
 			return d.rate(now)
 		}
 		return d.estimate * cruiseShare
@@ -547,7 +571,8 @@ func (d *discovery) rate(now time.Time) float64 {
 		r := d.estimate*(1+probeStart) + (d.burst+probeSlope*d.estimate)*now.Sub(d.probeFrom).Seconds()
 		if d.probeLevel < -math.Max(2, 0.05*d.estimate) {
 			d.phase, d.probeFrom, d.probeRate = phaseSurge, now, r
-			d.record(now, causeProbe, r, "probe outlived its 429: the limit rose")
+			d.record(now, causeProbe, r, fmt.Sprintf("probe outlived the 429 due at %s: the limit rose; the rate doubles every %s until a 429",
+				human.Rate(d.estimate), human.Duration(surgeDoubling)))
 		}
 		return r
 	default:
