@@ -79,20 +79,13 @@ func efficiencyVariant(name, sched string, top float64, changes []int, length ti
 		spec: spec{items: int(top * float64(secs) * 1.2), simLimit: sched, rate: 3 * top, burst: max(10, int(top/5)),
 			concurrency: concurrency, duration: length, processes: processes, simWindow: fixedWindow},
 		figures: func(r result) []figure {
-			supply := top
+			burst := top
 			if fixedWindow > 0 {
-				supply = 0
-			}
-			var accepted int64
-			for _, s := range r.sim.Series {
-				if s.Second < int64(secs) {
-					supply += s.Limit
-					accepted += s.Calls - s.Throttled
-				}
+				burst = 0
 			}
 			calls, throttled, _ := window(r.sim.Series, 10, secs)
 			fs := []figure{
-				{name: "efficiency", value: 100 * float64(accepted) / supply, unit: "%", target: ">= 85..95"},
+				{name: "efficiency", value: efficiency(r.sim.Series, burst, secs), unit: "%", target: ">= 85..95"},
 				{name: "429 share after 10 s", value: 100 * ratio(throttled, calls), unit: "%", target: "<= 0.5"},
 			}
 			if fixedWindow > 0 {
@@ -148,16 +141,9 @@ func shapeScenario(name string, rate float64, told float64, toldBurst int, shape
 		spec: spec{items: int(rate * float64(secs) * 1.2), simLimit: fmt.Sprint(rate), rate: told * rate, burst: toldBurst,
 			concurrency: concurrency, duration: length, shape: &shape},
 		figures: func(r result) []figure {
-			supply := 0.0
+			burst := 0.0
 			if shape.Window == 0 {
-				supply = float64(shape.Burst)
-			}
-			var accepted int64
-			for _, s := range r.sim.Series {
-				if s.Second < int64(secs) {
-					supply += s.Limit
-					accepted += s.Calls - s.Throttled
-				}
+				burst = float64(shape.Burst)
 			}
 			calls, throttled, _ := window(r.sim.Series, 10, secs)
 			target := ">= 95"
@@ -165,7 +151,7 @@ func shapeScenario(name string, rate float64, told float64, toldBurst int, shape
 				target = ">= 99"
 			}
 			return []figure{
-				{name: "efficiency", value: 100 * float64(accepted) / supply, unit: "%", target: target},
+				{name: "efficiency", value: efficiency(r.sim.Series, burst, secs), unit: "%", target: target},
 				{name: "429 share after 10 s", value: 100 * ratio(throttled, calls), unit: "%", target: "<= 1"},
 				{name: "provider calls per accepted call", value: ratio(r.sim.Calls, r.sim.Calls-r.sim.Throttled), unit: "", target: "<= 1.02"},
 			}
@@ -375,6 +361,20 @@ func ratio(a, b int64) float64 {
 }
 
 // window sums the series over seconds [from, to).
+// efficiency is the percentage of the most the provider could accept in
+// the first secs seconds that it accepted: its bucket's burst (0 for a
+// window or a log) plus its rate over each second.
+func efficiency(series []providersim.Second, burst float64, secs int) float64 {
+	supply, accepted := burst, int64(0)
+	for _, s := range series {
+		if s.Second < int64(secs) {
+			supply += s.Limit
+			accepted += s.Calls - s.Throttled
+		}
+	}
+	return 100 * float64(accepted) / supply
+}
+
 func window(series []providersim.Second, from, to int) (calls, throttled, accepted int64) {
 	for _, s := range series {
 		if s.Second >= int64(from) && s.Second < int64(to) {
