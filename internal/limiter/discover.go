@@ -384,6 +384,17 @@ func (d *discovery) startFrom(now time.Time, accepted int64, estimate, burst, ce
 		"started from the stored estimate, %s with a bucket of %s: the last throttle is history", human.Rate(d.estimate), human.Number(burst)))
 }
 
+// capacity is the most tokens the row should hold: the provider's bucket as
+// learned (at least one call), which is what the provider lets through at
+// once; 0 while it is unknown, and while the provider's headers pace the
+// limiter (they say what is left; a window is no bucket).
+func (d *discovery) capacity(now time.Time) float64 {
+	if d.phase <= phaseRefused || d.burst == 0 || d.hintFresh(now) {
+		return 0
+	}
+	return math.Max(1, math.Floor(d.burst))
+}
+
 // stored returns the estimate and burst to store in the row for processes
 // started later: zero while they are a guess or unknown.
 func (d *discovery) stored() (estimate, burst float64) {
@@ -547,7 +558,7 @@ func (d *discovery) measure(at time.Time) (float64, bool) {
 // rate returns the rate to send at at now, or 0 when the discovery has no
 // say (before the first throttle, without hints: the row's rate holds).
 func (d *discovery) rate(now time.Time) float64 {
-	if !d.hintAt.IsZero() && now.Sub(d.hintAt) <= hintFresh {
+	if d.hintFresh(now) {
 		return d.hintRate
 	}
 	switch d.phase {
@@ -578,6 +589,12 @@ func (d *discovery) rate(now time.Time) float64 {
 	default:
 		return d.probeRate * math.Exp2(now.Sub(d.probeFrom).Seconds()/surgeDoubling.Seconds())
 	}
+}
+
+// hintFresh reports whether a rate read from response headers paces the
+// limiter at now.
+func (d *discovery) hintFresh(now time.Time) bool {
+	return !d.hintAt.IsZero() && now.Sub(d.hintAt) <= hintFresh
 }
 
 // refill returns how many tokens the provider's bucket gains during a pause

@@ -29,6 +29,7 @@ func (l *Shared) fetch(ctx context.Context, now time.Time) error {
 		changes = l.disc.takeChanges()
 		store.estimate, store.burst = l.disc.stored()
 		store.settingsAt = l.settingsAt
+		store.capacity = l.disc.capacity(l.clock.toDB(now))
 	}
 	l.mu.Unlock()
 	l.history(ctx, changes)
@@ -59,6 +60,9 @@ func (l *Shared) fetch(ctx context.Context, now time.Time) error {
 type stored struct {
 	estimate, burst float64
 	settingsAt      time.Time
+	// capacity is the provider's bucket as learned, the most tokens the
+	// row holds; 0 none.
+	capacity float64
 }
 
 // leaseResult is the row's answer to a lease.
@@ -77,7 +81,9 @@ type leaseResult struct {
 // count of accepted calls, sets the effective rate to the discovery's rate
 // (@curve) or else applies the additive increase (@success: a success was
 // seen), applies the header cap (@hint), keeps the effective rate within
-// [@floor, rate], stores the discovery's @estimate and @estimate_burst
+// [@floor, rate], holds at most @capacity tokens (the provider's bucket
+// as the discovery learned it: what the provider lets through at once),
+// stores the discovery's @estimate and @estimate_burst
 // unless the settings changed since @settings_at (limit set cleared them),
 // and returns the grant with the row and its time. The increase is @increase of the rate per
 // second since the later of the last increase and the end of the hold,
@@ -89,9 +95,10 @@ WITH clock AS (
 ), cur AS (
     SELECT name, rate, burst, effective_rate, decrease_hold_until, increased_at, clock_now,
            greatest(coalesce(updated_at, clock_now), clock_now) AS t0,
-           CASE WHEN updated_at IS NULL THEN burst::float8
-                ELSE least(burst::float8, tokens + effective_rate *
-                     greatest(0, extract(epoch FROM (clock_now - updated_at)))::float8) END AS avail,
+           least(coalesce(@capacity::float8, 'Infinity'::float8),
+                 CASE WHEN updated_at IS NULL THEN burst::float8
+                      ELSE least(burst::float8, tokens + effective_rate *
+                           greatest(0, extract(epoch FROM (clock_now - updated_at)))::float8) END) AS avail,
            coalesce(penalty_until > clock_now, false) AS penalised,
            coalesce(decrease_hold_until > clock_now, false) AS held
       FROM rate_limiters, clock
@@ -136,9 +143,12 @@ func (l *Shared) lease(ctx context.Context, now time.Time, want int, rep report,
 	if follow > 0 {
 		curve = &follow
 	}
-	var estimate, estimateBurst *float64
+	var estimate, estimateBurst, capacity *float64
 	if store.estimate > 0 && store.burst > 0 {
 		estimate, estimateBurst = &store.estimate, &store.burst
+	}
+	if store.capacity > 0 {
+		capacity = &store.capacity
 	}
 	args := pgx.StrictNamedArgs{
 		"name":     l.cfg.Name,
@@ -155,6 +165,7 @@ func (l *Shared) lease(ctx context.Context, now time.Time, want int, rep report,
 		"estimate":       estimate,
 		"estimate_burst": estimateBurst,
 		"settings_at":    store.settingsAt,
+		"capacity":       capacity,
 	}
 	err := l.pool.QueryRow(ctx, leaseSQL, args).
 		Scan(append([]any{&res.n, &res.avail, &res.t0, &res.penalised}, res.row.dest()...)...)

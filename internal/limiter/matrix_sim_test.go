@@ -186,7 +186,7 @@ func (w *nightRow) penalise(now time.Time, pause time.Duration, counted bool, re
 
 // lease is leaseSQL with the discovery on.
 func (w *nightRow) lease(now time.Time, want int, window time.Duration, rep report, follow float64, store stored) leaseResult {
-	n, avail, at := w.b.Lease(now, want, window)
+	n, avail, at := w.b.Lease(now, want, window, store.capacity)
 	eff := w.b.rate
 	if follow > 0 {
 		eff = math.Min(w.rate, follow)
@@ -397,6 +397,7 @@ func (n *night) lease(who int, clock time.Duration) {
 	var store stored
 	store.estimate, store.burst = l.disc.stored()
 	store.settingsAt = l.settingsAt
+	store.capacity = l.disc.capacity(now)
 	if !rep.hintStop.IsZero() {
 		n.row.penalise(now, rep.hintStop.Sub(now), false, 1, 0)
 	}
