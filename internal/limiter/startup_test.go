@@ -53,6 +53,17 @@ func (n nightDriver) throttle(retryAfter time.Duration) {
 	}
 }
 
+// settingsSet returns a database whose limiter "night" has the settings s,
+// and a fake clock at t0.
+func settingsSet(t *testing.T, s Settings) (*pgxpool.Pool, *fakeClock) {
+	t.Helper()
+	pool := pgtest.New(t)
+	if err := SaveSettings(context.Background(), pool, "night", s, SetBy{Actor: "test"}); err != nil {
+		t.Fatal(err)
+	}
+	return pool, &fakeClock{now: t0}
+}
+
 func newNight(t *testing.T, pool *pgxpool.Pool, clock *fakeClock) nightDriver {
 	return nightDriver{t: t, l: openShared(t, pool, Config{Name: "night", Now: clock.Now, LocalClock: true}), clock: clock}
 }
@@ -75,12 +86,7 @@ func TestStartUpAfterAnEarlierNight(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			ctx := context.Background()
-			pool := pgtest.New(t)
-			if err := SaveSettings(ctx, pool, "night", Settings{Rate: 200, Burst: 20}, SetBy{Actor: "test"}); err != nil {
-				t.Fatal(err)
-			}
-			clock := &fakeClock{now: t0}
+			pool, clock := settingsSet(t, Settings{Rate: 200, Burst: 20})
 			night := newNight(t, pool, clock)
 			night.run(2*time.Second, tc.nightRate)
 			for range tc.refusals {
@@ -117,11 +123,7 @@ func TestStartUpAfterAnEarlierNight(t *testing.T) {
 func TestToldLimitTrustedUntilRefusedTwice(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	pool := pgtest.New(t)
-	if err := SaveSettings(ctx, pool, "night", Settings{Rate: 160, Burst: 10}, SetBy{Actor: "test"}); err != nil {
-		t.Fatal(err)
-	}
-	clock := &fakeClock{now: t0}
+	pool, clock := settingsSet(t, Settings{Rate: 160, Burst: 10})
 	n := newNight(t, pool, clock)
 	n.run(300*time.Millisecond, 160)
 	n.throttle(time.Second)
@@ -156,11 +158,7 @@ func TestToldLimitTrustedUntilRefusedTwice(t *testing.T) {
 func TestLimitSetClearsTheMeasurement(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	pool := pgtest.New(t)
-	if err := SaveSettings(ctx, pool, "night", Settings{Rate: 200, Burst: 20}, SetBy{Actor: "test"}); err != nil {
-		t.Fatal(err)
-	}
-	clock := &fakeClock{now: t0}
+	pool, clock := settingsSet(t, Settings{Rate: 200, Burst: 20})
 	night := newNight(t, pool, clock)
 	night.run(2*time.Second, 120)
 	for range 3 {
