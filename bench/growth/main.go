@@ -16,6 +16,7 @@
 //	nice -n 10 go run ./bench/growth                 # about 15 GB in the temporary directory
 //	nice -n 10 go run ./bench/growth -old main       # and main's status and report beside this tree's
 //	go run ./bench/growth -runs 20 -items 2000       # a quick look
+//	nice -n 10 go run ./bench/growth -keep           # and leave the cluster running to time commands by hand
 //
 // See generate for how the past runs are made (their hash chains are not
 // real ones: `audit verify` is measured on the freshly consumed days only).
@@ -50,6 +51,7 @@ import (
 type options struct {
 	runs, items, acked, days, repeat, concurrency int
 	old                                           string
+	keep                                          bool
 }
 
 func main() {
@@ -61,6 +63,7 @@ func main() {
 	flag.IntVar(&o.repeat, "repeat", 5, "runs of status, report and audit verify (the median is printed)")
 	flag.IntVar(&o.concurrency, "concurrency", 32, "consumer workers")
 	flag.StringVar(&o.old, "old", "", "a git revision whose status and report are timed beside this tree's on the big ledger")
+	flag.BoolVar(&o.keep, "keep", false, "leave the cluster running at the end, to time commands on the big ledger by hand (about 23 GB)")
 	flag.Parse()
 	if err := run(context.Background(), o); err != nil {
 		log.Fatal(err)
@@ -85,11 +88,18 @@ func run(ctx context.Context, o options) error {
 		return err
 	}
 	defer os.RemoveAll(dir)
-	c, err := pgserver.Start(ctx, pgserver.Config{Durable: true})
+	c, err := pgserver.Start(ctx, pgserver.Config{Durable: true, Detachable: o.keep})
 	if err != nil {
 		return err
 	}
-	defer c.Stop()
+	defer func() {
+		if !o.keep {
+			c.Stop()
+			return
+		}
+		fmt.Printf("the cluster is left running: DATABASE_URL='%s' reconcile status; stop it with pg_ctl -D %s/data stop (as its owner) and rm -r %s\n",
+			c.ConnString("big"), c.Detach(), c.Detach())
+	}()
 	admin, err := pgx.Connect(ctx, c.ConnString("postgres"))
 	if err != nil {
 		return err

@@ -7,7 +7,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/reconcile/reconcile/internal/limiter"
 )
@@ -72,24 +71,23 @@ func PruneHeartbeats(ctx context.Context, db *pgxpool.Pool, before time.Time, dr
 
 // Heartbeats is what the consumers' heartbeats say.
 type Heartbeats struct {
-	// Alive counts the consumers seen within the window asked for.
+	// Alive counts the consumers whose latest heartbeat is after the time
+	// asked for: those running then, give or take HeartbeatEvery.
 	Alive int
 	// LastSeen is the latest heartbeat of any consumer; zero when none was
 	// ever recorded.
 	LastSeen time.Time
 }
 
-// ReadHeartbeats counts the consumers whose heartbeat is at most window old
-// and finds the latest heartbeat (a scan of consumers: one row per process
-// until pruned).
-func ReadHeartbeats(ctx context.Context, db interface {
-	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
-}, window time.Duration) (Heartbeats, error) {
+// ReadHeartbeats counts the consumers seen after since, on the caller's
+// clock, and finds the latest heartbeat of any (a scan of consumers: one
+// row per process until pruned). `status` and the metrics read it.
+func ReadHeartbeats(ctx context.Context, db Querier, since time.Time) (Heartbeats, error) {
 	var h Heartbeats
 	var last *time.Time
 	if err := db.QueryRow(ctx, `
-		SELECT count(*) FILTER (WHERE last_seen > now() - $1::bigint * interval '1 microsecond'), max(last_seen)
-		  FROM consumers`, window.Microseconds()).Scan(&h.Alive, &last); err != nil {
+		SELECT count(*) FILTER (WHERE last_seen > $1), max(last_seen)
+		  FROM consumers`, since).Scan(&h.Alive, &last); err != nil {
 		return Heartbeats{}, fmt.Errorf("read consumers' heartbeats: %w", err)
 	}
 	if last != nil {

@@ -20,17 +20,6 @@ type Querier interface {
 	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
 }
 
-// RunningConsumers counts the consumers whose latest heartbeat is after
-// since: those running now, give or take HeartbeatEvery. The table holds a
-// row per process and is read whole.
-func RunningConsumers(ctx context.Context, db Querier, since time.Time) (int, error) {
-	var n int
-	if err := db.QueryRow(ctx, `SELECT count(*) FROM consumers WHERE last_seen > $1`, since).Scan(&n); err != nil {
-		return 0, fmt.Errorf("count running consumers: %w", err)
-	}
-	return n, nil
-}
-
 // CircuitRow is the circuit of one provider as a consumer last changed it.
 type CircuitRow struct {
 	// Provider is the providers file's name; empty for a single provider.

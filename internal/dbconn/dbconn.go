@@ -75,28 +75,24 @@ func Open(ctx context.Context, cfg Config) (*pgxpool.Pool, error) {
 		return nil
 	}
 
-	// The first connection checks that the server answers and whether a
-	// pooler stands in between, before the pool's connections get their
-	// exec mode.
-	probeCtx, cancel := context.WithTimeout(ctx, 15*time.Second)
-	defer cancel()
-	probe, err := pgx.ConnectConfig(probeCtx, pcfg.ConnConfig)
+	// The pool's first connection checks that the server answers and
+	// whether a pooler stands in between. Directly (the usual case) the
+	// pool keeps it: a separate probe would cost a second backend start and
+	// authentication, which is most of a short command's time. Through a
+	// pooler the pool is made again in the describe mode; a pooler's
+	// connections are cheap, and the probe's statement prepared nothing.
+	pool, pooled, err := openAndProbe(ctx, pcfg)
 	if err != nil {
-		return nil, fmt.Errorf("connect to database %s: %s", Describe(pcfg), oneLine(scrub(err.Error(), pcfg.ConnConfig.Password)))
-	}
-	pooled, err := ThroughPooler(probeCtx, probe)
-	_ = probe.Close(context.WithoutCancel(ctx))
-	if err != nil {
-		return nil, fmt.Errorf("connect to database %s: %s", Describe(pcfg), oneLine(scrub(err.Error(), pcfg.ConnConfig.Password)))
+		return nil, err
 	}
 	mode := pcfg.ConnConfig.DefaultQueryExecMode
 	if pooled && !hasExecMode(cfg.URL) {
+		pool.Close()
 		mode = pgx.QueryExecModeCacheDescribe
 		pcfg.ConnConfig.DefaultQueryExecMode = mode
-	}
-	pool, err := pgxpool.NewWithConfig(ctx, pcfg)
-	if err != nil {
-		return nil, fmt.Errorf("open database %s: %w", Describe(pcfg), err)
+		if pool, err = pgxpool.NewWithConfig(ctx, pcfg); err != nil {
+			return nil, fmt.Errorf("open database %s: %w", Describe(pcfg), err)
+		}
 	}
 	if cfg.Logger != nil {
 		if pooled {
@@ -106,6 +102,28 @@ func Open(ctx context.Context, cfg Config) (*pgxpool.Pool, error) {
 		}
 	}
 	return pool, nil
+}
+
+// openAndProbe opens a pool on pcfg and asks its first connection whether it
+// goes through a pooler, within 15 s.
+func openAndProbe(ctx context.Context, pcfg *pgxpool.Config) (*pgxpool.Pool, bool, error) {
+	pool, err := pgxpool.NewWithConfig(ctx, pcfg)
+	if err != nil {
+		return nil, false, fmt.Errorf("open database %s: %w", Describe(pcfg), err)
+	}
+	probeCtx, cancel := context.WithTimeout(ctx, 15*time.Second)
+	defer cancel()
+	conn, err := pool.Acquire(probeCtx)
+	if err == nil {
+		var pooled bool
+		pooled, err = ThroughPooler(probeCtx, conn.Conn())
+		conn.Release()
+		if err == nil {
+			return pool, pooled, nil
+		}
+	}
+	pool.Close()
+	return nil, false, fmt.Errorf("connect to database %s: %s", Describe(pcfg), oneLine(scrub(err.Error(), pcfg.ConnConfig.Password)))
 }
 
 // ConnStringError is a connection string that does not parse: what is

@@ -74,7 +74,7 @@ func (c *Collector) collectOperations(ctx context.Context, ch chan<- prometheus.
 			ch <- prometheus.MustNewConstMetric(d.runDeadline, prometheus.GaugeValue, unix(r.DeadlineAt), r.ReconciliationID)
 		}
 	}
-	hb, err := consume.ReadHeartbeats(ctx, c.cfg.DB, aliveWindow)
+	hb, err := consume.ReadHeartbeats(ctx, c.cfg.DB, now.Add(-aliveWindow))
 	if err != nil {
 		return err
 	}

@@ -245,9 +245,11 @@ func LoadStatus(ctx context.Context, pool *pgxpool.Pool, opts StatusOptions) (St
 		return Status{}, err
 	}
 	st.ConsumerWindowSeconds = opts.ConsumerWindow.Seconds()
-	if st.Consumers, err = consume.RunningConsumers(ctx, pool, opts.Now.Add(-opts.ConsumerWindow)); err != nil {
+	hb, err := consume.ReadHeartbeats(ctx, pool, opts.Now.Add(-opts.ConsumerWindow))
+	if err != nil {
 		return Status{}, err
 	}
+	st.Consumers = hb.Alive
 	if st.Consumers > 0 {
 		st.estimate(opts.Now)
 	} else if st.Deadline != nil {
