@@ -184,6 +184,9 @@ type discovery struct {
 	// when the process started from the stored estimate after a quiet
 	// spell.
 	startLevel float64
+	// fromStored: the process started from the stored estimate and has
+	// seen no 429 since.
+	fromStored bool
 
 	period     time.Duration // probe period
 	probeAt    time.Time     // next probe starts
@@ -248,6 +251,7 @@ func (d *discovery) hinted(now time.Time, rate float64) {
 // included.
 func (d *discovery) throttled(at time.Time, accepted int64, resume time.Time, refusals int) {
 	prev := d.phase
+	d.fromStored = false
 	d.observe(at, accepted, d.ceiling)
 	switch {
 	case prev == phaseCold && refusals < trustedRefusals:
@@ -377,19 +381,20 @@ func (d *discovery) startFrom(now time.Time, accepted int64, estimate, burst, ce
 	d.phase, d.estimate, d.burst, d.guess = phaseCruise, math.Min(estimate, ceiling), burst, false
 	d.last = sample{at: now, accepted: accepted}
 	d.samples = append(d.samples[:0], d.last)
-	d.resumeAt, d.startLevel = now, burst
+	d.resumeAt, d.startLevel, d.fromStored = now, burst, true
 	d.period = firstProbe
 	d.probeAt = now.Add(d.period)
 	d.record(now, causeEstimate, d.estimate*cruiseShare, fmt.Sprintf(
 		"started from the stored estimate, %s with a bucket of %s: the last throttle is history", human.Rate(d.estimate), human.Number(burst)))
 }
 
-// capacity is the most tokens the row should hold: the provider's bucket as
-// learned (at least one call), which is what the provider lets through at
-// once; 0 while it is unknown, and while the provider's headers pace the
-// limiter (they say what is left; a window is no bucket).
+// capacity is the most tokens the row should hold when a process started
+// from the stored estimate and has seen no 429 since: the provider's bucket
+// as stored (at least one call), what it lets through at once, so that the
+// night does not open with the configured burst; 0 otherwise, and while the
+// provider's headers pace the limiter (they say what is left).
 func (d *discovery) capacity(now time.Time) float64 {
-	if d.phase <= phaseRefused || d.burst == 0 || d.hintFresh(now) {
+	if !d.fromStored || d.burst == 0 || d.hintFresh(now) {
 		return 0
 	}
 	return math.Max(1, math.Floor(d.burst))
