@@ -60,8 +60,8 @@ func (l *Shared) fetch(ctx context.Context, now time.Time) error {
 type stored struct {
 	estimate, burst float64
 	settingsAt      time.Time
-	// capacity is the provider's bucket as learned, the most tokens the
-	// row holds; 0 none.
+	// capacity is the most tokens the row holds (the provider's bucket as
+	// stored, at a stored start); 0 none.
 	capacity float64
 }
 
@@ -81,12 +81,12 @@ type leaseResult struct {
 // count of accepted calls, sets the effective rate to the discovery's rate
 // (@curve) or else applies the additive increase (@success: a success was
 // seen), applies the header cap (@hint), keeps the effective rate within
-// [@floor, rate], holds at most @capacity tokens (the provider's bucket
-// as the discovery learned it: what the provider lets through at once),
-// stores the discovery's @estimate and @estimate_burst
-// unless the settings changed since @settings_at (limit set cleared them),
-// and returns the grant with the row and its time. The increase is @increase of the rate per
-// second since the later of the last increase and the end of the hold,
+// [@floor, rate], holds at most @capacity tokens (when set: what the
+// provider lets through at once), stores the discovery's @estimate and
+// @estimate_burst unless the settings changed since @settings_at (limit set
+// cleared them), and returns the grant with the row and its time. The
+// increase is @increase of the rate per second since the later of the last
+// increase and the end of the hold,
 // counting at most one second. The test model (aimd and bucket in the test
 // files) follows the same rules and is checked against this statement.
 const leaseSQL = `
