@@ -139,6 +139,9 @@ type spec struct {
 	// simWindow, when set, makes the simulator's limit a fixed window of
 	// this length advertised in the IETF RateLimit fields.
 	simWindow time.Duration
+	// shape, when set, is the simulator's limit in full (algorithm,
+	// window, Retry-After, headers), instead of simBurst and simWindow.
+	shape *providersim.Config
 	// processes is the number of consumer processes sharing the limit,
 	// each with its own pool, limiter and concurrency workers (0: one).
 	processes int
@@ -271,8 +274,16 @@ func execute(ctx context.Context, srv *server, sp spec, o options) (result, erro
 		logger = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
 	}
 	const token = provider.Secret("bench-token")
-	sim, err := providersim.New(providersim.Config{Records: records, Seed: 11, Limit: sched, Burst: sp.simBurst,
-		Window: sp.simWindow, TransientRate: sp.transientRate, Token: token})
+	simCfg := providersim.Config{Records: records, Seed: 11, Limit: sched, Burst: sp.simBurst,
+		TransientRate: sp.transientRate, Token: token}
+	if sp.simWindow > 0 {
+		simCfg.Algorithm, simCfg.Window, simCfg.Burst, simCfg.RateLimitHeaders = providersim.FixedWindow, sp.simWindow, 0, true
+	}
+	if sh := sp.shape; sh != nil {
+		simCfg.Algorithm, simCfg.Burst, simCfg.Window, simCfg.RateLimitHeaders = sh.Algorithm, sh.Burst, sh.Window, sh.RateLimitHeaders
+		simCfg.RetryAfter, simCfg.RetryAfterMin, simCfg.Latency = sh.RetryAfter, sh.RetryAfterMin, sh.Latency
+	}
+	sim, err := providersim.New(simCfg)
 	if err != nil {
 		return result{}, err
 	}

@@ -51,7 +51,7 @@ type options struct {
 
 func main() {
 	var o options
-	flag.StringVar(&o.scenario, "scenario", "all", "scenario to run: "+strings.Join(scenarioNames(), ", ")+", or all")
+	flag.StringVar(&o.scenario, "scenario", "all", "scenarios to run, separated by commas: "+strings.Join(scenarioNames(), ", ")+", or all")
 	flag.StringVar(&o.profile, "profile", profile.DefaultName, "provider API the simulator speaks and the consumer reads: "+strings.Join(profile.BuiltinNames(), ", "))
 	flag.IntVar(&o.runs, "runs", 1, "runs of each scenario; with more than one the median of every figure is printed")
 	flag.StringVar(&o.out, "out", "bench/out", "directory for CSV and PNG files")
@@ -85,13 +85,16 @@ func run(ctx context.Context, o options) error {
 		return plotSeries(strings.TrimSuffix(o.replot, ".csv")+".png", series, nil, changingTitle)
 	}
 	var selected []scenario
+	names := strings.Split(o.scenario, ",")
 	for _, s := range scenarios() {
-		if (o.scenario == "all" && !s.named) || o.scenario == s.name {
+		if (o.scenario == "all" && !s.named) || slices.Contains(names, s.name) {
 			selected = append(selected, s)
 		}
 	}
-	if len(selected) == 0 {
-		return fmt.Errorf("unknown scenario %q: want one of %s or all", o.scenario, strings.Join(scenarioNames(), ", "))
+	for _, name := range names {
+		if o.scenario != "all" && !slices.Contains(scenarioNames(), name) {
+			return fmt.Errorf("-scenario: unknown scenario %q: want one of %s or all", name, strings.Join(scenarioNames(), ", "))
+		}
 	}
 	if o.runs < 1 {
 		return fmt.Errorf("-runs %d: want at least 1", o.runs)

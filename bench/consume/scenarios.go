@@ -79,20 +79,13 @@ func efficiencyVariant(name, sched string, top float64, changes []int, length ti
 		spec: spec{items: int(top * float64(secs) * 1.2), simLimit: sched, rate: 3 * top, burst: max(10, int(top/5)),
 			concurrency: concurrency, duration: length, processes: processes, simWindow: fixedWindow},
 		figures: func(r result) []figure {
-			supply := top
+			burst := top
 			if fixedWindow > 0 {
-				supply = 0
-			}
-			var accepted int64
-			for _, s := range r.sim.Series {
-				if s.Second < int64(secs) {
-					supply += s.Limit
-					accepted += s.Calls - s.Throttled
-				}
+				burst = 0
 			}
 			calls, throttled, _ := window(r.sim.Series, 10, secs)
 			fs := []figure{
-				{name: "efficiency", value: 100 * float64(accepted) / supply, unit: "%", target: ">= 85..95"},
+				{name: "efficiency", value: efficiency(r.sim.Series, burst, secs), unit: "%", target: ">= 85..95"},
 				{name: "429 share after 10 s", value: 100 * ratio(throttled, calls), unit: "%", target: "<= 0.5"},
 			}
 			if fixedWindow > 0 {
@@ -128,8 +121,103 @@ func efficiencyVariant(name, sched string, top float64, changes []int, length ti
 	}
 }
 
-func scenarios() []scenario {
+// shapeScenario runs the real consumer against a provider of one shape of
+// the limit discovery's matrix (internal/limiter, TestDiscoveryMatrix):
+// steady at rate, the consumer told told×rate with a burst of toldBurst.
+// The efficiency is the accepted calls over the most the provider could
+// accept in the run (a bucket's burst plus its rate over the time; a
+// window's quota in each window).
+func shapeScenario(name string, rate float64, told float64, toldBurst int, shape providersim.Config) scenario {
+	const length = 60 * time.Second
+	secs := int(length / time.Second)
+	about := fmt.Sprintf("simulator %g/s as %s, consumer told %g/s (burst %d), %d s", rate, shapeAbout(shape), told*rate, toldBurst, secs)
+	concurrency := 8
+	if rate > 250 {
+		concurrency = 16
+	}
+	return scenario{
+		name:  "shape-" + name,
+		about: about,
+		spec: spec{items: int(rate * float64(secs) * 1.2), simLimit: fmt.Sprint(rate), rate: told * rate, burst: toldBurst,
+			concurrency: concurrency, duration: length, shape: &shape},
+		figures: func(r result) []figure {
+			burst := 0.0
+			if shape.Window == 0 {
+				burst = float64(shape.Burst)
+			}
+			calls, throttled, _ := window(r.sim.Series, 10, secs)
+			target := ">= 95"
+			if told == 1 {
+				target = ">= 99"
+			}
+			return []figure{
+				{name: "efficiency", value: efficiency(r.sim.Series, burst, secs), unit: "%", target: target},
+				{name: "429 share after 10 s", value: 100 * ratio(throttled, calls), unit: "%", target: "<= 1"},
+				{name: "provider calls per accepted call", value: ratio(r.sim.Calls, r.sim.Calls-r.sim.Throttled), unit: "", target: "<= 1.02"},
+			}
+		},
+	}
+}
+
+// shapeAbout names a simulator's limit shape.
+func shapeAbout(c providersim.Config) string {
+	var s string
+	switch c.Algorithm {
+	case providersim.TokenBucket:
+		s = fmt.Sprintf("a token bucket of %d", c.Burst)
+	case providersim.LeakyBucket:
+		s = fmt.Sprintf("a leaky bucket of %d", c.Burst)
+	case providersim.SlidingLog:
+		s = fmt.Sprintf("a sliding log of %v", c.Window)
+	case providersim.FixedWindow:
+		s = fmt.Sprintf("fixed windows of %v", c.Window)
+	}
+	if c.RateLimitHeaders {
+		s += " with IETF RateLimit fields"
+	}
+	switch c.RetryAfter {
+	case providersim.RetryAfterExact:
+		s += ", Retry-After exact"
+	case providersim.RetryAfterAbsent:
+		s += ", no Retry-After"
+	default:
+		s += fmt.Sprintf(", Retry-After whole seconds (at least %v)", max(c.RetryAfterMin, time.Second))
+	}
+	if c.Latency.Fixed > 0 {
+		s += fmt.Sprintf(", latency %v", c.Latency.Fixed)
+	}
+	return s
+}
+
+// shapeScenarios is the subset of the discovery matrix the real consumer
+// runs: the bucket sizes the old discovery did worst on (20 and 2 calls at
+// 200/s), a sliding log, a leaky bucket, an exact Retry-After, none, a
+// latency, and the exact limit told.
+func shapeScenarios() []scenario {
+	bucket := func(b int) providersim.Config {
+		return providersim.Config{Algorithm: providersim.TokenBucket, Burst: b}
+	}
+	exact := bucket(20)
+	exact.RetryAfter = providersim.RetryAfterExact
+	absent := bucket(20)
+	absent.RetryAfter = providersim.RetryAfterAbsent
+	slow := bucket(20)
+	slow.Latency = providersim.Latency{Fixed: 200 * time.Millisecond}
 	return []scenario{
+		shapeScenario("bucket-20", 200, 3, 40, bucket(20)),
+		shapeScenario("bucket-2", 200, 3, 40, bucket(2)),
+		shapeScenario("bucket-200", 200, 3, 40, bucket(200)),
+		shapeScenario("bucket-20-exact", 200, 3, 40, exact),
+		shapeScenario("bucket-20-absent", 200, 3, 40, absent),
+		shapeScenario("bucket-20-latency-200ms", 200, 3, 40, slow),
+		shapeScenario("log-1s", 200, 3, 40, providersim.Config{Algorithm: providersim.SlidingLog, Window: time.Second}),
+		shapeScenario("leaky-20s", 20, 3, 10, providersim.Config{Algorithm: providersim.LeakyBucket, Burst: 400}),
+		shapeScenario("told-bucket-20", 200, 1, 20, bucket(20)),
+	}
+}
+
+func scenarios() []scenario {
+	return append(shapeScenarios(), []scenario{
 		efficiencyScenario("20", "20", 20, nil, 40*time.Second),
 		efficiencyScenario("200", "200", 200, nil, 40*time.Second),
 		efficiencyScenario("500", "500", 500, nil, 40*time.Second),
@@ -263,7 +351,7 @@ func scenarios() []scenario {
 				}
 			},
 		},
-	}
+	}...)
 }
 
 func ratio(a, b int64) float64 {
@@ -274,6 +362,20 @@ func ratio(a, b int64) float64 {
 }
 
 // window sums the series over seconds [from, to).
+// efficiency is the percentage of the most the provider could accept in
+// the first secs seconds that it accepted: its bucket's burst (0 for a
+// window or a log) plus its rate over each second.
+func efficiency(series []providersim.Second, burst float64, secs int) float64 {
+	supply, accepted := burst, int64(0)
+	for _, s := range series {
+		if s.Second < int64(secs) {
+			supply += s.Limit
+			accepted += s.Calls - s.Throttled
+		}
+	}
+	return 100 * float64(accepted) / supply
+}
+
 func window(series []providersim.Second, from, to int) (calls, throttled, accepted int64) {
 	for _, s := range series {
 		if s.Second >= int64(from) && s.Second < int64(to) {

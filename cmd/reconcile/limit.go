@@ -71,8 +71,12 @@ func cmdLimitShow(ctx context.Context, e *env, args []string) error {
 			ExpiresAt         *time.Time `json:"expires_at"`
 			RestoreRate       float64    `json:"restore_rate,omitempty"`
 			RestoreBurst      int        `json:"restore_burst,omitempty"`
+			Refusals          int        `json:"refusals"`
+			Estimate          float64    `json:"estimate,omitempty"`
+			EstimateBurst     float64    `json:"estimate_burst,omitempty"`
 		}{Name: s.Name, Stored: s.Stored, Rate: s.Rate, Burst: s.Burst, EffectiveRate: s.EffectiveRate, Throttles: s.Throttles,
-			RestoreRate: s.Restore.Rate, RestoreBurst: s.Restore.Burst}
+			RestoreRate: s.Restore.Rate, RestoreBurst: s.Restore.Burst,
+			Refusals: s.Refusals, Estimate: s.Estimate, EstimateBurst: s.EstimateBurst}
 		if !s.ExpiresAt.IsZero() {
 			out.ExpiresAt = &s.ExpiresAt
 		}
@@ -97,6 +101,13 @@ func cmdLimitShow(ctx context.Context, e *env, args []string) error {
 		fmt.Fprintf(e.stdout, "rate:           %s (default)\nburst:          %d (default)\n", human.Rate(s.Rate), s.Burst)
 	}
 	fmt.Fprintf(e.stdout, "effective rate: %s\n", human.Rate(s.EffectiveRate))
+	switch {
+	case s.Estimate > 0:
+		fmt.Fprintf(e.stdout, "measured:       %s with a bucket of %s (the provider refused the limit set %s times)\n",
+			human.Rate(s.Estimate), human.Number(s.EstimateBurst), human.Count(int64(s.Refusals)))
+	case s.Refusals > 0:
+		fmt.Fprintf(e.stdout, "refused:        %s times since it was set (trusted until refused twice)\n", human.Count(int64(s.Refusals)))
+	}
 	if s.PenaltyLeft > 0 {
 		fmt.Fprintf(e.stdout, "penalty until:  %s (%s from now)\n", s.PenaltyUntil.Format(time.RFC3339), human.Duration(s.PenaltyLeft))
 	} else {

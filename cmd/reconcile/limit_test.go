@@ -7,7 +7,9 @@ import (
 	"testing"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/reconcile/reconcile/internal/limiter"
 	"github.com/reconcile/reconcile/internal/pgtest"
 )
 
@@ -58,5 +60,46 @@ func TestLimitSetRecordsWhoAndWhy(t *testing.T) {
 	err = run(ctx, []string{"limit", "set", "--rate", "5", "--for", "-1m"}, e.getenv, e.stdin, e.stdout, e.stderr)
 	if code := exitCode(err, &strings.Builder{}); code != 2 {
 		t.Errorf("limit set --for -1m: exit %d (%v), want 2", code, err)
+	}
+}
+
+// TestLimitShowSaysTheRefusals: once the provider has refused the limit
+// set, limit show says how often (the limit is trusted until a second
+// refusal) and limit show --json carries the count.
+func TestLimitShowSaysTheRefusals(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	url := pgtest.ConnString(t)
+	e, out := envOn(url)
+	if err := run(ctx, []string{"limit", "set", "--rate", "20", "--burst", "4"}, e.getenv, e.stdin, e.stdout, e.stderr); err != nil {
+		t.Fatal(err)
+	}
+	pool, err := pgxpool.New(ctx, url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pool.Close()
+	l, err := limiter.Open(ctx, pool, limiter.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	if err := l.Throttled(ctx, 0, limiter.RateLimited); err != nil {
+		t.Fatal(err)
+	}
+	out.Reset()
+	if err := run(ctx, []string{"limit", "show"}, e.getenv, e.stdin, e.stdout, e.stderr); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(out.String(), "refused:        1 times since it was set (trusted until refused twice)") ||
+		!strings.Contains(out.String(), "effective rate: 20/s") {
+		t.Errorf("limit show after one refusal printed:\n%s", out.String())
+	}
+	out.Reset()
+	if err := run(ctx, []string{"limit", "show", "--json"}, e.getenv, e.stdin, e.stdout, e.stderr); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(out.String(), `"refusals": 1`) {
+		t.Errorf("limit show --json after one refusal printed:\n%s", out.String())
 	}
 }

@@ -8,6 +8,7 @@ import (
 	"io"
 	"net"
 	"os"
+	"time"
 
 	"github.com/reconcile/reconcile/internal/payments"
 	"github.com/reconcile/reconcile/internal/profile"
@@ -20,7 +21,9 @@ func cmdProviderSim(ctx context.Context, e *env, args []string) error {
 		`Run a simulated payment provider for trials: GET /v1/transactions/{id} answers from
 the payments in --source, with chosen shares of faults (picked per transaction id from
 --seed), its own rate limit (a schedule: RATE@OFFSET,... counted from start-up; 0 or
-"none" for unlimited) answered with 429 and Retry-After, and latency.
+"none" for unlimited) counted as a token bucket, a leaky bucket, a sliding log or fixed
+windows and answered with 429 and Retry-After (whole seconds, exact or absent), and
+latency.
 
 GET /_sim/stats returns its counters as JSON; POST /_sim/config with
 {"limit":"10@0s","burst":5,"clear_faults":true,"transient_rate":0,"token":"..."}
@@ -39,7 +42,11 @@ Runs until interrupted.`,
 	addr := fs.String("addr", "127.0.0.1:8080", "address to listen on (port 0 picks a free port)")
 	source := fs.String("source", "", "payment file (CSV or JSON Lines, - for standard input); without it every id is missing")
 	limit := fs.String("limit", "none", "rate limit schedule RATE@OFFSET,... (calls per second; 0 or none: unlimited)")
-	burst := fs.Int("burst", 0, "token bucket capacity (0: the schedule's highest rate)")
+	algorithm := fs.String("algorithm", "token-bucket", "how calls count against --limit: token-bucket, leaky-bucket, sliding-log or fixed-window")
+	burst := fs.Int("burst", 0, "capacity of a token or leaky bucket (0: the schedule's highest rate)")
+	window := fs.Duration("window", 0, "window of a sliding-log or fixed-window limit, which allows the rate × window calls per window")
+	retryAfter := fs.String("retry-after", "seconds", "how a 429 says when to call again: seconds (whole, rounded up), exact (Retry-After-Ms too) or absent")
+	retryAfterMin := fs.Duration("retry-after-min", time.Second, "shortest Retry-After in whole seconds")
 	seed := fs.Uint64("seed", 1, "seed choosing the faulty transactions and the random parts")
 	mismatch := fs.Float64("mismatch", 0, "share of transactions answered with one field changed")
 	missing := fs.Float64("missing", 0, "share of transactions answered 404")
@@ -51,7 +58,7 @@ Runs until interrupted.`,
 	latency := fs.Duration("latency", 0, "fixed latency of every answer")
 	latencyJitter := fs.Duration("latency-jitter", 0, "random latency added, uniform in [0, this)")
 	retryAfterDate := fs.Bool("retry-after-date", false, "send Retry-After as an HTTP-date instead of seconds")
-	rateLimitHeaders := fs.Bool("ratelimit-headers", false, "send RateLimit-Policy and RateLimit headers")
+	rateLimitHeaders := fs.Bool("ratelimit-headers", false, "send the IETF RateLimit-Policy and RateLimit fields")
 	token := fs.String("token", "", "bearer token to require (default RECONCILE_PROVIDER_TOKEN; empty: none)")
 	shapeName := fs.String("profile", "reconcile", "API to speak: reconcile, stripe, paypal or square")
 	clientID := fs.String("client-id", "", "OAuth2 client id of --profile paypal (default RECONCILE_PROVIDER_CLIENT_ID)")
@@ -67,6 +74,14 @@ Runs until interrupted.`,
 	if err != nil {
 		return usageErrorf("--limit: %v", err)
 	}
+	alg, err := providersim.ParseAlgorithm(*algorithm)
+	if err != nil {
+		return usageErrorf("--algorithm: %v", err)
+	}
+	raStyle, err := providersim.ParseRetryAfterStyle(*retryAfter)
+	if err != nil {
+		return usageErrorf("--retry-after: %v", err)
+	}
 	tok := *token
 	if tok == "" {
 		tok = e.getenv("RECONCILE_PROVIDER_TOKEN")
@@ -78,7 +93,11 @@ Runs until interrupted.`,
 		TransientCalls:   *transientCalls,
 		TransientRate:    *transientRate,
 		Limit:            sched,
+		Algorithm:        alg,
 		Burst:            *burst,
+		Window:           *window,
+		RetryAfter:       raStyle,
+		RetryAfterMin:    *retryAfterMin,
 		RetryAfterDate:   *retryAfterDate,
 		RateLimitHeaders: *rateLimitHeaders,
 		Latency:          providersim.Latency{Fixed: *latency, Jitter: *latencyJitter},
@@ -109,7 +128,7 @@ Runs until interrupted.`,
 	}
 	err = providersim.ServeHandler(ctx, h, *addr, func(a net.Addr) {
 		logger.Info("provider simulator listening", "url", "http://"+a.String(), "profile", shape.String(), "records", len(sim.Records()),
-			"limit", sched.String(), "burst", sim.Stats().Burst, "seed", *seed, "token_required", tok != "")
+			"limit", sched.String(), "algorithm", alg.String(), "burst", sim.Stats().Burst, "window", *window, "retry_after", raStyle.String(), "seed", *seed, "token_required", tok != "")
 	})
 	if err != nil {
 		return err

@@ -117,6 +117,11 @@ func TestProviderSimBadInput(t *testing.T) {
 		{"--source", "../../testdata/does-not-exist.csv"},
 		{"--source", "../../testdata/bad/duplicate-id.csv"},
 		{"--mismatch", "0.7", "--missing", "0.7"},
+		{"--algorithm", "gcra"},
+		{"--algorithm", "sliding-log"},
+		{"--algorithm", "token-bucket", "--window", "1s"},
+		{"--retry-after", "later"},
+		{"--retry-after-min", "-1s"},
 		{"extra"},
 	} {
 		e := &env{getenv: func(string) string { return "" }, stdin: strings.NewReader(""), stdout: io.Discard, stderr: io.Discard}

@@ -1,8 +1,11 @@
 package limiter
 
 import (
+	"fmt"
 	"math"
 	"time"
+
+	"github.com/reconcile/reconcile/internal/human"
 )
 
 // The discovery's shape (see discovery).
@@ -66,12 +69,23 @@ const (
 // within about 5%.
 const fewCalls = 20
 
+// trustedRefusals is how many refusals of the limit set (counted throttles
+// since rate and burst were set) the discovery takes before it measures the
+// provider instead: one 429 may be the jitter of a first second or another
+// client's burst; two are the provider's word. The second one also ends the
+// first clean measurement: a fleet sending at the limit set, above the
+// provider's, empties the provider's bucket at both 429s.
+const trustedRefusals = 2
+
 // phase is where the discovery is in its cycle.
 type phase int
 
 const (
 	// phaseCold: no throttle yet; the configured rate is in force.
 	phaseCold phase = iota
+	// phaseRefused: the provider refused the limit set once; it stays in
+	// force until the second refusal, which measures the provider.
+	phaseRefused
 	// phaseCruise: at cruiseShare of the estimate until the next probe.
 	phaseCruise
 	// phaseProbe: above the estimate, rising by probeSlope.
@@ -82,15 +96,15 @@ const (
 )
 
 func (p phase) String() string {
-	return [...]string{"cold", "cruise", "probe", "surge"}[p]
+	return [...]string{"cold", "refused", "cruise", "probe", "surge"}[p]
 }
 
 // Causes of a change of the rate, as the history records them.
 const (
-	causeThrottle = "throttle" // a 429 the discovery did not expect: the limit fell, or start-up
+	causeThrottle = "throttle" // a 429 the discovery did not expect: the limit fell, or the limit set was refused
 	causeProbe    = "probe"    // a probe started, grew fast, or ended in a 429 that measured the rate
 	causeHint     = "hint"     // response headers pace the limiter
-	causeEstimate = "estimate" // a measurement changed the estimate
+	causeEstimate = "estimate" // a measurement changed the estimate, or a process started from the stored one
 )
 
 // change is one change of the effective rate with its cause, for the
@@ -138,6 +152,13 @@ type sample struct {
 // when they cost only their 429s (firstProbe when they cost part of a
 // pause): limits that drop tend to come back.
 //
+// The limit set (the configured rate) is trusted until the provider refuses
+// it trustedRefusals times since it was set: the first refusal pauses the
+// fleet and keeps the rate, the second measures the provider from the calls
+// accepted in between. A process started after an earlier night's pause
+// ended takes that night's throttles as history: it starts from the
+// estimate stored then (startFrom) or from the limit set, at full rate.
+//
 // The zero value is not usable; call newDiscovery. Not safe for concurrent
 // use.
 type discovery struct {
@@ -151,13 +172,21 @@ type discovery struct {
 
 	originSet bool // the cold start's first sample is known
 	coldFrom  sample
-	coldTo    sample // the first throttle: calls accepted from coldFrom
-	coldHeld  bool   // the configured rate held for heldFor before it: the limit fell
+	coldTo    sample  // the first throttle: calls accepted from coldFrom
+	coldHeld  bool    // the configured rate held for heldFor before it: the limit fell
+	coldSent  float64 // the rate the calls were accepted at before it
 
 	last     sample    // latest counted throttle
 	resumeAt time.Time // its pause ends
 	samples  []sample  // since last, oldest first
 	guess    bool      // estimate is a guess, not a measurement
+	// startLevel is the provider's bucket at last: 0 after a 429, full
+	// when the process started from the stored estimate after a quiet
+	// spell.
+	startLevel float64
+	// fromStored: the process started from the stored estimate and has
+	// seen no 429 since.
+	fromStored bool
 
 	period     time.Duration // probe period
 	probeAt    time.Time     // next probe starts
@@ -211,43 +240,58 @@ func (d *discovery) observe(now time.Time, accepted int64, ceiling float64) {
 // keep coming, they pace the limiter.
 func (d *discovery) hinted(now time.Time, rate float64) {
 	if d.hintAt.IsZero() || now.Sub(d.hintAt) > hintFresh {
-		d.record(now, causeHint, rate, "response headers pace the limiter")
+		d.record(now, causeHint, rate, fmt.Sprintf("the provider's rate-limit headers pace the limiter at %s", human.Rate(rate)))
 	}
 	d.hintRate, d.hintAt = rate, now
 }
 
 // throttled records a throttle that lowers the rate, counted by the row at
 // at with accepted calls accepted fleet-wide by then, whose pause ends at
-// resume.
-func (d *discovery) throttled(at time.Time, accepted int64, resume time.Time) {
+// resume; refusals counts the throttles since the limit was set, this one
+// included.
+func (d *discovery) throttled(at time.Time, accepted int64, resume time.Time, refusals int) {
 	prev := d.phase
+	d.fromStored = false
 	d.observe(at, accepted, d.ceiling)
 	switch {
+	case prev == phaseCold && refusals < trustedRefusals:
+		// The limit set is trusted: keep it, and measure the provider
+		// at the next refusal. The calls accepted before this one
+		// (the provider's bucket full at the start) give its burst
+		// then.
+		d.cold(at, accepted)
+		d.phase, d.estimate, d.guess = phaseRefused, d.ceiling, true
+		d.record(at, causeThrottle, d.ceiling, fmt.Sprintf("the provider refused the limit set (%s) once: it is kept until a second refusal", human.Rate(d.ceiling)))
+		d.last = sample{at: at, accepted: accepted}
+		d.samples = append(d.samples[:0], d.last)
+		d.resumeAt = maxTime(resume, at)
+		d.startLevel = 0
+		return
 	case prev == phaseCold:
 		// Start-up: the burst and the rate are both unknown. Resume at
 		// half the rate the calls were accepted at and probe soon: the
 		// next 429 measures.
-		d.coldTo = sample{at: at, accepted: accepted}
-		// Fewer than fewCalls accepted say how busy this fleet was, not
-		// what the provider allows: a fleet that had barely called would
-		// otherwise resume near the floor.
-		sent := d.ceiling
-		if span, n := at.Sub(d.coldFrom.at).Seconds(), accepted-d.coldFrom.accepted; span > 0.05 && n >= fewCalls {
-			sent = math.Min(sent, float64(n)/span)
-		}
-		d.estimate, d.guess = math.Max(sent*d.decrease, d.floor()), true
+		d.cold(at, accepted)
+		d.estimate, d.guess = math.Max(d.coldSent*d.decrease, d.floor()), true
 		d.period = measureProbe
-		if at.Sub(d.coldFrom.at) >= heldFor {
-			d.fellFrom, d.fellAt = sent, at
-			d.coldHeld = true
-		}
-		d.record(at, causeThrottle, d.estimate*cruiseShare, "first 429: the rate halves until the next one measures it")
+		d.record(at, causeThrottle, d.estimate*cruiseShare, fmt.Sprintf(
+			"first 429, with the calls accepted at %s: the rate halves until the next 429 measures the provider", human.Rate(d.coldSent)))
+	case prev == phaseRefused && d.rough(at, accepted):
+		// The second refusal, on too few calls to measure: as after a
+		// first 429, resume at half the rate the calls were accepted
+		// at and probe soon.
+		d.estimate, d.guess = math.Max(d.coldSent*d.decrease, d.floor()), true
+		d.period = measureProbe
+		d.record(at, causeThrottle, d.estimate*cruiseShare, fmt.Sprintf(
+			"the provider refused the limit set twice, on too few calls (%d) to measure it: the rate halves until the next 429 measures the provider",
+			accepted-d.last.accepted))
 	case prev == phaseCruise && !d.guess:
 		// Unexpected: the limit fell below the estimate.
 		d.fellFrom, d.fellAt = d.estimate, at
 		d.estimate, d.guess = math.Max(d.estimate*d.decrease, d.floor()), true
 		d.period = measureProbe
-		d.record(at, causeThrottle, d.estimate*cruiseShare, "429 while cruising: the limit fell")
+		d.record(at, causeThrottle, d.estimate*cruiseShare, fmt.Sprintf(
+			"429 while cruising under the estimate of %s: the limit fell; the rate halves until the next 429 measures it", human.Rate(d.fellFrom)))
 	default:
 		// A probe's 429, or the one after a guess: it measures.
 		m, ok := d.measure(at)
@@ -256,6 +300,8 @@ func (d *discovery) throttled(at time.Time, accepted int64, resume time.Time) {
 			d.estimate = math.Max(d.estimate*d.decrease, d.floor())
 			d.period = measureProbe
 			d.guess = true
+			d.record(at, causeThrottle, d.estimate*cruiseShare,
+				"a 429 too soon after the last one to measure the provider: the rate halves until the next one measures it")
 		case !d.guess && math.Abs(m-d.estimate) <= heldWithin*d.estimate:
 			d.estimate = math.Max(d.estimate, m)
 			longest := d.longestPeriod(resume.Sub(at))
@@ -270,8 +316,10 @@ func (d *discovery) throttled(at time.Time, accepted int64, resume time.Time) {
 			if d.comingBack(at) {
 				d.period = d.comebackPeriod(resume.Sub(at))
 			}
-			d.record(at, causeProbe, d.estimate*cruiseShare, "probe found the limit unchanged")
+			d.record(at, causeProbe, d.estimate*cruiseShare, fmt.Sprintf("probe found the limit unchanged at %s; next probe %s after the pause",
+				human.Rate(m), human.Duration(d.period)))
 		default:
+			was := d.estimate
 			if !d.guess && m < (1-heldWithin)*d.estimate {
 				d.fellFrom, d.fellAt = d.estimate, at
 			}
@@ -304,13 +352,13 @@ func (d *discovery) throttled(at time.Time, accepted int64, resume time.Time) {
 				// less than a second pause would.
 				d.period = measureProbe
 			}
-			if accepted-d.last.accepted < fewCalls && at.Sub(d.resumeAt) < measureProbe {
+			if d.rough(at, accepted) {
 				// A count this small, soon after a pause, is a
 				// rough measure (one call is more than a twentieth
 				// of it): measure again at the next 429, soon.
 				d.guess, d.period = true, measureProbe
 			}
-			d.record(at, causeEstimate, d.estimate*cruiseShare, "measured between two 429s")
+			d.record(at, causeEstimate, d.estimate*cruiseShare, d.measured(was, accepted-d.last.accepted))
 		}
 	}
 	d.phase = phaseCruise
@@ -319,6 +367,90 @@ func (d *discovery) throttled(at time.Time, accepted int64, resume time.Time) {
 	d.resumeAt = maxTime(resume, at)
 	d.probeAt = d.resumeAt.Add(d.period)
 	d.probeLevel = 0
+	d.startLevel = 0
+}
+
+// startFrom starts a process from the estimate and burst an earlier one
+// stored, at now with accepted calls counted fleet-wide, when the last
+// throttle's pause ended before it started: the provider's bucket is taken
+// to be full, and the rate cruises at the estimate until the first probe.
+func (d *discovery) startFrom(now time.Time, accepted int64, estimate, burst, ceiling float64) {
+	d.ceiling = ceiling
+	d.originSet = true
+	d.coldFrom = sample{at: now, accepted: accepted}
+	d.phase, d.estimate, d.burst, d.guess = phaseCruise, math.Min(estimate, ceiling), burst, false
+	d.last = sample{at: now, accepted: accepted}
+	d.samples = append(d.samples[:0], d.last)
+	d.resumeAt, d.startLevel, d.fromStored = now, burst, true
+	d.period = firstProbe
+	d.probeAt = now.Add(d.period)
+	d.record(now, causeEstimate, d.estimate*cruiseShare, fmt.Sprintf(
+		"started from the stored estimate, %s with a bucket of %s: the last throttle is history", human.Rate(d.estimate), human.Number(burst)))
+}
+
+// capacity is the most tokens the row should hold when a process started
+// from the stored estimate and has seen no 429 since: the provider's bucket
+// as stored (at least one call), what it lets through at once, so that the
+// night does not open with the configured burst; 0 otherwise, and while the
+// provider's headers pace the limiter (they say what is left).
+func (d *discovery) capacity(now time.Time) float64 {
+	if !d.fromStored || d.burst == 0 || d.hintFresh(now) {
+		return 0
+	}
+	return math.Max(1, math.Floor(d.burst))
+}
+
+// stored returns the estimate and burst to store in the row for processes
+// started later: zero while they are a guess or unknown.
+func (d *discovery) stored() (estimate, burst float64) {
+	if d.phase <= phaseRefused || d.guess || d.burst == 0 {
+		return 0, 0
+	}
+	return d.estimate, d.burst
+}
+
+// cold records the first counted throttle at at, with accepted calls
+// accepted fleet-wide by then: the end of the start-up span, the rate the
+// calls were accepted at, and whether the limit held for heldFor before it
+// (then it fell).
+func (d *discovery) cold(at time.Time, accepted int64) {
+	d.coldTo = sample{at: at, accepted: accepted}
+	// Fewer than fewCalls accepted say how busy this fleet was, not what
+	// the provider allows: a fleet that had barely called would otherwise
+	// resume near the floor.
+	d.coldSent = d.ceiling
+	if span, n := at.Sub(d.coldFrom.at).Seconds(), accepted-d.coldFrom.accepted; span > 0.05 && n >= fewCalls {
+		d.coldSent = math.Min(d.coldSent, float64(n)/span)
+	}
+	if at.Sub(d.coldFrom.at) >= heldFor {
+		d.fellFrom, d.fellAt = d.coldSent, at
+		d.coldHeld = true
+	}
+}
+
+// measured is the history's words for a measurement between two 429s of
+// calls accepted, the estimate having been was (a guess when d.guess was).
+func (d *discovery) measured(was float64, calls int64) string {
+	s := fmt.Sprintf("measured between two 429s on %d calls: %s", calls, human.Rate(d.estimate))
+	if d.burst > 0 {
+		s += fmt.Sprintf(" with a bucket of %s", human.Number(d.burst))
+	}
+	if was > 0 {
+		s += fmt.Sprintf(" (was %s)", human.Rate(was))
+	}
+	if d.guess {
+		return s + "; too few calls to be sure: measured again at the next 429"
+	}
+	return s + fmt.Sprintf("; next probe %s after the pause", human.Duration(d.period))
+}
+
+// rough reports whether the calls accepted since the last counted throttle
+// up to the one at at, with accepted calls by then, are too few to measure
+// the provider's rate: fewer than fewCalls (one call is more than a
+// twentieth of them) soon after a pause, whose refill the provider's bucket
+// may have capped.
+func (d *discovery) rough(at time.Time, accepted int64) bool {
+	return accepted-d.last.accepted < fewCalls && at.Sub(d.resumeAt) < measureProbe
 }
 
 // longestPeriod is how long the probe period grows while the estimate
@@ -394,7 +526,7 @@ func (d *discovery) measure(at time.Time) (float64, bool) {
 		return 0, false
 	}
 	fits := func(r float64) bool {
-		level := 0.0
+		level := d.startLevel
 		for i := 1; i < len(d.samples); i++ {
 			a, b := d.samples[i-1], d.samples[i]
 			// Calls spread over the span: the bucket caps what is
@@ -431,12 +563,13 @@ func (d *discovery) measure(at time.Time) (float64, bool) {
 // rate returns the rate to send at at now, or 0 when the discovery has no
 // say (before the first throttle, without hints: the row's rate holds).
 func (d *discovery) rate(now time.Time) float64 {
-	if !d.hintAt.IsZero() && now.Sub(d.hintAt) <= hintFresh {
+	if d.hintFresh(now) {
 		return d.hintRate
 	}
 	switch d.phase {
-	case phaseCold:
-		return 0
+	case phaseCold, phaseRefused:
+		// The limit set is in force, at full rate.
+		return d.ceiling
 	case phaseCruise:
 		if !now.Before(d.probeAt) {
 			d.phase, d.probeFrom = phaseProbe, now
@@ -446,7 +579,7 @@ func (d *discovery) rate(now time.Time) float64 {
 			if d.burst == 0 {
 				d.probeLevel = d.estimate
 			}
-			d.record(now, causeProbe, d.estimate*(1+probeStart), "probe starts")
+			d.record(now, causeProbe, d.estimate*(1+probeStart), fmt.Sprintf("probe starts: the rate rises above the estimate of %s until a 429", human.Rate(d.estimate)))
 			return d.rate(now)
 		}
 		return d.estimate * cruiseShare
@@ -454,12 +587,19 @@ func (d *discovery) rate(now time.Time) float64 {
 		r := d.estimate*(1+probeStart) + (d.burst+probeSlope*d.estimate)*now.Sub(d.probeFrom).Seconds()
 		if d.probeLevel < -math.Max(2, 0.05*d.estimate) {
 			d.phase, d.probeFrom, d.probeRate = phaseSurge, now, r
-			d.record(now, causeProbe, r, "probe outlived its 429: the limit rose")
+			d.record(now, causeProbe, r, fmt.Sprintf("probe outlived the 429 due at %s: the limit rose; the rate doubles every %s until a 429",
+				human.Rate(d.estimate), human.Duration(surgeDoubling)))
 		}
 		return r
 	default:
 		return d.probeRate * math.Exp2(now.Sub(d.probeFrom).Seconds()/surgeDoubling.Seconds())
 	}
+}
+
+// hintFresh reports whether a rate read from response headers paces the
+// limiter at now.
+func (d *discovery) hintFresh(now time.Time) bool {
+	return !d.hintAt.IsZero() && now.Sub(d.hintAt) <= hintFresh
 }
 
 // refill returns how many tokens the provider's bucket gains during a pause

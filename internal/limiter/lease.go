@@ -23,9 +23,13 @@ func (l *Shared) fetch(ctx context.Context, now time.Time) error {
 	floor := l.floor()
 	var follow float64
 	var changes []change
+	var store stored
 	if l.disc != nil {
 		follow = l.disc.rate(l.clock.toDB(now))
 		changes = l.disc.takeChanges()
+		store.estimate, store.burst = l.disc.stored()
+		store.settingsAt = l.settingsAt
+		store.capacity = l.disc.capacity(l.clock.toDB(now))
 	}
 	l.mu.Unlock()
 	l.history(ctx, changes)
@@ -36,7 +40,7 @@ func (l *Shared) fetch(ctx context.Context, now time.Time) error {
 	}
 	var res leaseResult
 	if err == nil {
-		res, err = l.lease(ctx, now, want, rep, follow, floor)
+		res, err = l.lease(ctx, now, want, rep, follow, floor, store)
 	}
 
 	l.mu.Lock()
@@ -48,6 +52,17 @@ func (l *Shared) fetch(ctx context.Context, now time.Time) error {
 	l.apply(res.row, now)
 	l.local.leased(now, want, res)
 	return nil
+}
+
+// stored is the discovery's estimate to store in the row with a lease, for
+// the processes started later, as measured under the settings of
+// settingsAt; estimate 0 stores nothing.
+type stored struct {
+	estimate, burst float64
+	settingsAt      time.Time
+	// capacity is the most tokens the row holds (the provider's bucket as
+	// stored, at a stored start); 0 none.
+	capacity float64
 }
 
 // leaseResult is the row's answer to a lease.
@@ -66,8 +81,12 @@ type leaseResult struct {
 // count of accepted calls, sets the effective rate to the discovery's rate
 // (@curve) or else applies the additive increase (@success: a success was
 // seen), applies the header cap (@hint), keeps the effective rate within
-// [@floor, rate] and returns the grant with the row and its time. The increase is @increase of the rate per
-// second since the later of the last increase and the end of the hold,
+// [@floor, rate], holds at most @capacity tokens (when set: what the
+// provider lets through at once), stores the discovery's @estimate and
+// @estimate_burst unless the settings changed since @settings_at (limit set
+// cleared them), and returns the grant with the row and its time. The
+// increase is @increase of the rate per second since the later of the last
+// increase and the end of the hold,
 // counting at most one second. The test model (aimd and bucket in the test
 // files) follows the same rules and is checked against this statement.
 const leaseSQL = `
@@ -76,9 +95,10 @@ WITH clock AS (
 ), cur AS (
     SELECT name, rate, burst, effective_rate, decrease_hold_until, increased_at, clock_now,
            greatest(coalesce(updated_at, clock_now), clock_now) AS t0,
-           CASE WHEN updated_at IS NULL THEN burst::float8
-                ELSE least(burst::float8, tokens + effective_rate *
-                     greatest(0, extract(epoch FROM (clock_now - updated_at)))::float8) END AS avail,
+           least(coalesce(@capacity::float8, 'Infinity'::float8),
+                 CASE WHEN updated_at IS NULL THEN burst::float8
+                      ELSE least(burst::float8, tokens + effective_rate *
+                           greatest(0, extract(epoch FROM (clock_now - updated_at)))::float8) END) AS avail,
            coalesce(penalty_until > clock_now, false) AS penalised,
            coalesce(decrease_hold_until > clock_now, false) AS held
       FROM rate_limiters, clock
@@ -100,15 +120,20 @@ UPDATE rate_limiters r
                ELSE 0 END),
            coalesce(@hint::float8, 'Infinity'::float8))),
        increased_at = CASE WHEN next.grow OR @curve::float8 IS NOT NULL THEN next.clock_now ELSE r.increased_at END,
-       accepted = r.accepted + @accepted::bigint
+       accepted = r.accepted + @accepted::bigint,
+       estimate = CASE WHEN @estimate::float8 IS NOT NULL AND r.settings_updated_at = @settings_at::timestamptz
+                       THEN @estimate::float8 ELSE r.estimate END,
+       estimate_burst = CASE WHEN @estimate::float8 IS NOT NULL AND r.settings_updated_at = @settings_at::timestamptz
+                             THEN @estimate_burst::float8 ELSE r.estimate_burst END
   FROM next
  WHERE r.name = next.name
 RETURNING next.n, next.avail, next.t0, next.penalised, r.rate, r.burst, r.effective_rate, r.penalty_until, r.throttles,
-          r.accepted, r.throttled_at, r.throttled_accepted, next.clock_now`
+          r.accepted, r.throttled_at, r.throttled_accepted, r.settings_updated_at, r.refusals, r.estimate,
+          r.estimate_burst, next.clock_now`
 
 // lease runs leaseSQL at now for want tokens with what rep tells the row.
 // follow is 0 when the discovery has no rate to set.
-func (l *Shared) lease(ctx context.Context, now time.Time, want int, rep report, follow, floor float64) (leaseResult, error) {
+func (l *Shared) lease(ctx context.Context, now time.Time, want int, rep report, follow, floor float64, store stored) (leaseResult, error) {
 	var res leaseResult
 	hintRate := rep.hintRate
 	var hint, curve *float64
@@ -117,6 +142,13 @@ func (l *Shared) lease(ctx context.Context, now time.Time, want int, rep report,
 	}
 	if follow > 0 {
 		curve = &follow
+	}
+	var estimate, estimateBurst, capacity *float64
+	if store.estimate > 0 && store.burst > 0 {
+		estimate, estimateBurst = &store.estimate, &store.burst
+	}
+	if store.capacity > 0 {
+		capacity = &store.capacity
 	}
 	args := pgx.StrictNamedArgs{
 		"name":     l.cfg.Name,
@@ -129,6 +161,11 @@ func (l *Shared) lease(ctx context.Context, now time.Time, want int, rep report,
 		"floor":    floor,
 		"increase": l.cfg.Increase,
 		"curve":    curve,
+
+		"estimate":       estimate,
+		"estimate_burst": estimateBurst,
+		"settings_at":    store.settingsAt,
+		"capacity":       capacity,
 	}
 	err := l.pool.QueryRow(ctx, leaseSQL, args).
 		Scan(append([]any{&res.n, &res.avail, &res.t0, &res.penalised}, res.row.dest()...)...)

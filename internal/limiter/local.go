@@ -226,8 +226,20 @@ func (s *local) leased(now time.Time, want int, res leaseResult) {
 		s.retryAt = maxTime(retry, now.Add(time.Millisecond))
 		return
 	}
+	// The row counts the grant at the rate before the lease and spaces
+	// the slots at the rate after it: when the lease lowered the rate,
+	// the last slots fall beyond the lease window. They are dropped (their
+	// tokens expire unused), so that a process holds at most a window of
+	// slots and hears of another's pause at its next lease, within the
+	// window, not when it polls.
+	last := maxTime(now, res.t0).Add(s.window)
 	for i := 1; i <= res.n; i++ {
-		s.slots = append(s.slots, res.t0.Add(durationOf((float64(i)-res.avail)/rate)))
+		slot := res.t0.Add(durationOf((float64(i) - res.avail) / rate))
+		if slot.After(last) {
+			s.expired += int64(res.n - i + 1)
+			break
+		}
+		s.slots = append(s.slots, slot)
 	}
 }
 

@@ -215,6 +215,12 @@ func TestLocalLeased(t *testing.T) {
 		{"nothing granted, batch due soon: back in a millisecond at the earliest", ms(0), 1,
 			leaseResult{n: 0, avail: 0.5, t0: ms(0), row: rowState{EffectiveRate: 100}},
 			nil, ms(1)},
+		// Counted at 100/s before the lease, spaced at the 20/s it set:
+		// the slots beyond the window are dropped, or the process
+		// would call for 200 ms without hearing of another's pause.
+		{"the lease lowered the rate: slots within the window only", ms(0), 5,
+			leaseResult{n: 5, avail: 0, t0: ms(0), row: rowState{EffectiveRate: 20}},
+			[]time.Time{ms(50), ms(100)}, time.Time{}},
 		{"penalised: back when the penalty ends", ms(0), 5,
 			leaseResult{n: 0, penalised: true, penaltyUntil: ms(2000), t0: ms(0), row: rowState{EffectiveRate: 100}},
 			nil, ms(2000)},

@@ -83,10 +83,15 @@ func (b *bucket) Reserve(now time.Time) time.Duration {
 }
 
 // Lease takes, at now, as many tokens as Reserve would grant with a wait of
-// at most window, up to want, and none during a penalty. It returns how
-// many, the tokens available before, and the instant they refer to.
-func (b *bucket) Lease(now time.Time, want int, window time.Duration) (n int, avail float64, at time.Time) {
+// at most window, up to want, and none during a penalty; the bucket holds
+// at most capacity tokens when it is positive (the provider's learned
+// bucket). It returns how many, the tokens available before, and the
+// instant they refer to.
+func (b *bucket) Lease(now time.Time, want int, window time.Duration, capacity float64) (n int, avail float64, at time.Time) {
 	b.advance(now)
+	if capacity > 0 {
+		b.tokens = math.Min(b.tokens, capacity)
+	}
 	avail, at = b.tokens, maxTime(now, b.last)
 	if now.Before(b.penaltyUntil) {
 		return 0, avail, at

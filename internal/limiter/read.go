@@ -28,7 +28,8 @@ type Querier interface {
 // penalty left is measured by the database's clock.
 const stateColumns = `name, rate, burst, effective_rate, penalty_until,
 	coalesce(greatest(extract(epoch FROM penalty_until - clock_timestamp()) * 1e6, 0), 0)::bigint,
-	throttles, settings_updated_at, settings_expire_at, restore_rate, restore_burst`
+	throttles, refusals, coalesce(estimate, 0), coalesce(estimate_burst, 0),
+	settings_updated_at, settings_expire_at, restore_rate, restore_burst`
 
 func scanState(row pgx.Row) (State, error) {
 	s := State{Stored: true}
@@ -36,8 +37,8 @@ func scanState(row pgx.Row) (State, error) {
 	var restoreRate *float64
 	var restoreBurst *int
 	var leftUS int64
-	err := row.Scan(&s.Name, &s.Rate, &s.Burst, &s.EffectiveRate, &penalty, &leftUS, &s.Throttles, &s.SettingsUpdatedAt,
-		&expires, &restoreRate, &restoreBurst)
+	err := row.Scan(&s.Name, &s.Rate, &s.Burst, &s.EffectiveRate, &penalty, &leftUS, &s.Throttles,
+		&s.Refusals, &s.Estimate, &s.EstimateBurst, &s.SettingsUpdatedAt, &expires, &restoreRate, &restoreBurst)
 	if err != nil {
 		return State{}, err
 	}

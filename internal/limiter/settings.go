@@ -109,6 +109,7 @@ func SaveSettings(ctx context.Context, db DB, name string, s Settings, by SetBy)
 		    ON CONFLICT (name) DO UPDATE
 		       SET rate = excluded.rate, burst = excluded.burst, effective_rate = excluded.rate,
 		           tokens = least(r.tokens, excluded.burst), settings_updated_at = now(),
+		           refusals = 0, estimate = NULL, estimate_burst = NULL,
 		           settings_expire_at = excluded.settings_expire_at,
 		           restore_rate = CASE WHEN @for_us::bigint IS NOT NULL THEN coalesce(r.restore_rate, r.rate) END,
 		           restore_burst = CASE WHEN @for_us::bigint IS NOT NULL THEN coalesce(r.restore_burst, r.burst) END
@@ -137,6 +138,7 @@ func ExpireSettings(ctx context.Context, db DB) (int, error) {
 		    UPDATE rate_limiters r
 		       SET rate = r.restore_rate, burst = r.restore_burst, effective_rate = r.restore_rate,
 		           tokens = least(r.tokens, r.restore_burst), settings_updated_at = now(),
+		           refusals = 0, estimate = NULL, estimate_burst = NULL,
 		           settings_expire_at = NULL, restore_rate = NULL, restore_burst = NULL
 		     WHERE r.settings_expire_at <= now()
 		    RETURNING r.name, r.rate, r.burst)
@@ -169,6 +171,13 @@ type State struct {
 	PenaltyLeft time.Duration
 	// Throttles counts the throttles reported by all processes.
 	Throttles int64
+	// Refusals counts the throttles counted since rate and burst were
+	// set: from trustedRefusals on, the consumers measure the provider's
+	// limit.
+	Refusals int
+	// Estimate and EstimateBurst are the provider's rate and bucket as the
+	// consumers last measured them; 0 when unknown.
+	Estimate, EstimateBurst float64
 	// SettingsUpdatedAt is when rate and burst were last set.
 	SettingsUpdatedAt time.Time
 	// ExpiresAt, when not zero, is when the settings give way to Restore.

@@ -71,9 +71,12 @@ type Shared struct {
 	waiters  int           // callers inside Wait
 	disc     *discovery    // nil when Recovery is negative
 	seenAt   time.Time     // throttled_at of the row last applied
-	clock    dbClock       // the database's clock against Config.Now
-	resets   resetBound    // the reset of the provider's quota window
-	snap     Snapshot
+	// settingsAt is settings_updated_at of the row last applied: a change
+	// (limit set) starts the discovery afresh.
+	settingsAt time.Time
+	clock      dbClock    // the database's clock against Config.Now
+	resets     resetBound // the reset of the provider's quota window
+	snap       Snapshot
 
 	stop   context.CancelFunc
 	polled sync.WaitGroup
@@ -154,6 +157,13 @@ type rowState struct {
 	Accepted          int64
 	ThrottledAt       *time.Time
 	ThrottledAccepted int64
+	// SettingsAt is when rate and burst were set; Refusals counts the
+	// throttles counted since.
+	SettingsAt time.Time
+	Refusals   int
+	// Estimate and EstimateBurst are the provider's rate and bucket as
+	// stored by the discovery; nil when unknown.
+	Estimate, EstimateBurst *float64
 	// Now is the statement's time: the database's clock, or the @now a
 	// test passed. The row's times (PenaltyUntil, ThrottledAt) are on the
 	// same clock.
@@ -163,10 +173,11 @@ type rowState struct {
 // dest scans rowColumns followed by the statement's time.
 func (r *rowState) dest() []any {
 	return []any{&r.Rate, &r.Burst, &r.EffectiveRate, &r.PenaltyUntil, &r.Throttles,
-		&r.Accepted, &r.ThrottledAt, &r.ThrottledAccepted, &r.Now}
+		&r.Accepted, &r.ThrottledAt, &r.ThrottledAccepted, &r.SettingsAt, &r.Refusals, &r.Estimate, &r.EstimateBurst, &r.Now}
 }
 
-const rowColumns = `rate, burst, effective_rate, penalty_until, throttles, accepted, throttled_at, throttled_accepted`
+const rowColumns = `rate, burst, effective_rate, penalty_until, throttles, accepted, throttled_at, throttled_accepted,
+       settings_updated_at, refusals, estimate, estimate_burst`
 
 // stmtNow is the @now of a statement issued at local time now: nil, so
 // the statement takes the database's clock, unless Config.LocalClock.
@@ -198,6 +209,7 @@ func (l *Shared) apply(r rowState, now time.Time) {
 		l.local.resettle()
 	}
 	if l.disc != nil {
+		l.startDiscovery(r)
 		if r.ThrottledAt != nil && !r.ThrottledAt.Equal(l.seenAt) {
 			// A throttle counted by the row, of this process or another:
 			// every process measures from the same ones.
@@ -205,7 +217,7 @@ func (l *Shared) apply(r rowState, now time.Time) {
 			if r.PenaltyUntil != nil {
 				resume = maxTime(resume, *r.PenaltyUntil)
 			}
-			l.disc.throttled(*r.ThrottledAt, r.ThrottledAccepted, resume)
+			l.disc.throttled(*r.ThrottledAt, r.ThrottledAccepted, resume, r.Refusals)
 			l.seenAt = *r.ThrottledAt
 		}
 		l.disc.observe(r.Now, r.Accepted, r.Rate)
@@ -217,6 +229,38 @@ func (l *Shared) apply(r rowState, now time.Time) {
 		until := l.clock.toLocal(*r.PenaltyUntil)
 		l.snap.PenaltyUntil = until
 		l.local.penalised(until)
+	}
+}
+
+// startDiscovery starts the discovery afresh at the first row read and
+// after the settings changed (limit set). A throttle counted before is
+// history when its pause has ended by the first read, and always after a
+// change of the settings: the process starts from the estimate stored (once
+// the limit set was refused trustedRefusals times) or from the limit set,
+// at full rate. A throttle whose pause is still running is news, and
+// counts as one. Called with l.mu held.
+func (l *Shared) startDiscovery(r rowState) {
+	if r.SettingsAt.Equal(l.settingsAt) {
+		return
+	}
+	first := l.settingsAt.IsZero()
+	l.settingsAt = r.SettingsAt
+	if !first {
+		l.disc = newDiscovery(l.cfg.Decrease)
+	}
+	if r.ThrottledAt == nil {
+		return
+	}
+	resume := *r.ThrottledAt
+	if r.PenaltyUntil != nil {
+		resume = maxTime(resume, *r.PenaltyUntil)
+	}
+	if first && resume.After(r.Now) {
+		return
+	}
+	l.seenAt = *r.ThrottledAt
+	if first && r.Refusals >= trustedRefusals && r.Estimate != nil && r.EstimateBurst != nil {
+		l.disc.startFrom(r.Now, r.Accepted, *r.Estimate, *r.EstimateBurst, r.Rate)
 	}
 }
 

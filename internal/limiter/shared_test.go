@@ -156,10 +156,10 @@ func TestSharedPenaltyHonouredByOther(t *testing.T) {
 			t.Errorf("granted at %v, %v before the penalty ends", got, deadline.Sub(got))
 		}
 	}
-	// Halved: the discovery cruises just under half the rate until its
-	// probe.
-	if s := b.Snapshot(); s.EffectiveRate < 45 || s.EffectiveRate >= 95 || s.Throttles != 1 || s.PenaltyUntil.Before(deadline) {
-		t.Errorf("other process sees %+v, want effective rate in [45, 95), 1 throttle, penalty until %v", s, deadline)
+	// The limit set is kept after one refusal: the pause is the only
+	// change.
+	if s := b.Snapshot(); s.EffectiveRate != 100 || s.Throttles != 1 || s.PenaltyUntil.Before(deadline) {
+		t.Errorf("other process sees %+v, want effective rate 100, 1 throttle, penalty until %v", s, deadline)
 	}
 }
 
@@ -316,8 +316,17 @@ func TestLoadState(t *testing.T) {
 		t.Fatal(err)
 	}
 	s, err = LoadState(ctx, pool, "other")
-	if err != nil || !s.Stored || s.EffectiveRate != DefaultRate/2 || s.Throttles != 1 || s.PenaltyUntil.IsZero() {
-		t.Fatalf("LoadState after a throttle = %+v, %v", s, err)
+	if err != nil || !s.Stored || s.EffectiveRate != DefaultRate || s.Throttles != 1 || s.Refusals != 1 || s.PenaltyUntil.IsZero() {
+		t.Fatalf("LoadState after a throttle = %+v, %v; want the rate kept and one refusal", s, err)
+	}
+	// The second refusal, after the first one's hold, lowers the rate.
+	l2 := openShared(t, pool, Config{Name: "other", Now: func() time.Time { return time.Now().Add(2 * time.Minute) }, LocalClock: true})
+	if err := l2.Throttled(ctx, time.Second, RateLimited); err != nil {
+		t.Fatal(err)
+	}
+	s, err = LoadState(ctx, pool, "other")
+	if err != nil || s.EffectiveRate != DefaultRate/2 || s.Throttles != 2 || s.Refusals != 2 {
+		t.Fatalf("LoadState after a second throttle = %+v, %v; want the rate halved and two refusals", s, err)
 	}
 }
 

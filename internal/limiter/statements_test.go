@@ -139,13 +139,17 @@ func TestStatementsMatchModel(t *testing.T) {
 					follow = rng.Float64() * rate * 1.5
 				}
 				ok := rng.Int64N(5)
+				var capacity float64 // the learned bucket, when known
+				if rng.IntN(3) == 0 {
+					capacity = float64(1 + rng.IntN(burst))
+				}
 				what = fmt.Sprintf("lease %d success %v hint %.3f follow %.3f, %d accepted", want, success, hint, follow, ok)
-				res, err := l.lease(ctx, now, want, report{success: success, accepted: ok, hintRate: hint}, follow, floor)
+				res, err := l.lease(ctx, now, want, report{success: success, accepted: ok, hintRate: hint}, follow, floor, stored{capacity: capacity})
 				accepted += ok
 				if err != nil {
 					t.Fatal(err)
 				}
-				n, avail, at := b.Lease(now, want, cfg.LeaseWindow)
+				n, avail, at := b.Lease(now, want, cfg.LeaseWindow, capacity)
 				switch {
 				case follow > 0:
 					a.Follow(now, follow)

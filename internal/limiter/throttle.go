@@ -105,10 +105,11 @@ func (l *Shared) Observe(h Hints) {
 // penaliseSQL stops every lease for @pause_us microseconds from its time
 // (@now, or the database's clock), leaving the bucket at most @refill tokens
 // then (at least one), adds @accepted to the fleet's count, and (when
-// @factor < 1 and no throttle window is open) multiplies the effective rate
-// by @factor, not below @floor, opening a throttle window of the pause but
-// at least @min_hold_us and counting the throttle for the discovery
-// (throttled_at, throttled_accepted). The test model (bucket.Penalise and
+// @factor < 1 and no throttle window is open) counts the throttle for the
+// discovery (throttled_at, throttled_accepted) and as a refusal of the
+// limit set, opens a throttle window of the pause but at least @min_hold_us
+// and, from the @trust-th refusal on, multiplies the effective rate by
+// @factor, not below @floor. The test model (bucket.Penalise and
 // aimd.Throttled in the test files) follows the same rules and is checked
 // against this statement.
 const penaliseSQL = `
@@ -125,11 +126,12 @@ UPDATE rate_limiters
                      ELSE tokens END,
        updated_at = greatest(updated_at, t.until),
        penalty_until = greatest(penalty_until, t.until),
-       effective_rate = CASE WHEN t.lowers AND coalesce(decrease_hold_until <= t.clock_now, true)
+       effective_rate = CASE WHEN t.lowers AND coalesce(decrease_hold_until <= t.clock_now, true) AND refusals + 1 >= @trust
                              THEN greatest(least(@floor::float8, rate), effective_rate * @factor::float8) ELSE effective_rate END,
        decrease_hold_until = CASE WHEN t.lowers AND coalesce(decrease_hold_until <= t.clock_now, true)
                                   THEN t.hold ELSE decrease_hold_until END,
        throttles = throttles + CASE WHEN t.lowers THEN 1 ELSE 0 END,
+       refusals = refusals + CASE WHEN t.lowers AND coalesce(decrease_hold_until <= t.clock_now, true) THEN 1 ELSE 0 END,
        accepted = accepted + @accepted::bigint,
        throttled_at = CASE WHEN t.lowers AND coalesce(decrease_hold_until <= t.clock_now, true)
                            THEN t.clock_now ELSE throttled_at END,
@@ -146,8 +148,15 @@ RETURNING ` + rowColumns + `, t.clock_now`
 func (l *Shared) penalise(ctx context.Context, now, until time.Time, factor, refill float64, accepted int64) error {
 	l.mu.Lock()
 	floor := l.floor()
+	// Without the discovery every throttle lowers the rate; with it the
+	// limit set is trusted until refused trustedRefusals times.
+	trust := 1
+	if l.disc != nil {
+		trust = trustedRefusals
+	}
 	l.mu.Unlock()
 	args := pgx.StrictNamedArgs{
+		"trust":       trust,
 		"name":        l.cfg.Name,
 		"now":         l.stmtNow(now),
 		"pause_us":    max(until.Sub(now), 0).Microseconds(),

@@ -21,6 +21,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"math"
 	"net"
 	"net/http"
 	"net/url"
@@ -412,6 +413,11 @@ func (c *Client) once(ctx context.Context, o *profile.Object, l Lookup, ex *Exch
 	h := c.profile.Hints
 	out := Response{Status: hresp.StatusCode, Header: hresp.Header, Kind: o.Kind}
 	out.RetryAfter, out.HasRetryAfter = ParseRetryAfter(hresp.Header.Get(h.RetryAfter), time.Now())
+	if d, ok := ParseRetryAfterMs(hresp.Header.Get("Retry-After-Ms")); ok {
+		// The exact wait, where the provider gives one, wins over the
+		// whole seconds of Retry-After.
+		out.RetryAfter, out.HasRetryAfter = d, true
+	}
 	if h.ShouldRetry != "" {
 		switch strings.ToLower(strings.TrimSpace(hresp.Header.Get(h.ShouldRetry))) {
 		case "true":
@@ -557,6 +563,25 @@ func ParseRetryAfter(v string, now time.Time) (d time.Duration, ok bool) {
 	}
 	d = t.Sub(now)
 	return min(max(d, 0), MaxRetryAfter), true
+}
+
+// ParseRetryAfterMs parses Retry-After-Ms, the wait in milliseconds with
+// decimals that the OpenAI and Anthropic APIs send beside Retry-After (and
+// their client libraries read first): a non-negative decimal, clamped to
+// MaxRetryAfter. ok is false when v is empty or malformed.
+func ParseRetryAfterMs(v string) (d time.Duration, ok bool) {
+	v = strings.TrimSpace(v)
+	if v == "" || len(v) > 32 || strings.ContainsAny(v, "+-eExXpP_") {
+		return 0, false
+	}
+	ms, err := strconv.ParseFloat(v, 64)
+	if err != nil || math.IsNaN(ms) || math.IsInf(ms, 0) {
+		return 0, false
+	}
+	if ms >= float64(MaxRetryAfter/time.Millisecond) {
+		return MaxRetryAfter, true
+	}
+	return time.Duration(ms * float64(time.Millisecond)), true
 }
 
 func isDigits(s string) bool {

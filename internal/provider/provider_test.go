@@ -328,6 +328,33 @@ func TestParseRetryAfter(t *testing.T) {
 	}
 }
 
+func TestParseRetryAfterMs(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		in     string
+		want   time.Duration
+		wantOK bool
+	}{
+		{"", 0, false},
+		{"0", 0, true},
+		{"40", 40 * time.Millisecond, true},
+		{" 12.5 ", 12500 * time.Microsecond, true},
+		{"3600000", MaxRetryAfter, true},
+		{"1e9", 0, false},
+		{"-1", 0, false},
+		{"+3", 0, false},
+		{"NaN", 0, false},
+		{"Inf", 0, false},
+		{"0x10", 0, false},
+		{"soon", 0, false},
+	} {
+		got, ok := ParseRetryAfterMs(tc.in)
+		if got != tc.want || ok != tc.wantOK {
+			t.Errorf("ParseRetryAfterMs(%q) = %v, %v; want %v, %v", tc.in, got, ok, tc.want, tc.wantOK)
+		}
+	}
+}
+
 func FuzzParseRetryAfter(f *testing.F) {
 	for _, s := range []string{"0", "120", "Sat, 24 Oct 2026 12:00:30 GMT", "Saturday, 24-Oct-26 12:01:00 GMT", "Sat Oct 24 12:00:10 2026", "-5", "1e9", "\x00"} {
 		f.Add(s, int64(1792843200))

@@ -7,7 +7,6 @@ import (
 	"math"
 	"net/http"
 	"net/url"
-	"strconv"
 	"strings"
 	"time"
 
@@ -171,31 +170,6 @@ func (s *Server) authLocked(h http.Header, r *http.Request) *answer {
 	return nil
 }
 
-// limitLocked takes a call from the rate limit; a non-nil answer is the
-// 429 of a call past it.
-func (s *Server) limitLocked(h http.Header, now time.Time) *answer {
-	var ok bool
-	var wait time.Duration
-	var rate float64
-	if s.cfg.Window > 0 {
-		if ok, wait, rate = s.takeWindowLocked(now); rate > 0 {
-			s.windowHeadersLocked(h, now)
-		}
-	} else if ok, wait, rate = s.takeLocked(now); rate > 0 && s.cfg.RateLimitHeaders {
-		s.rateLimitHeadersLocked(h, rate)
-	}
-	if ok {
-		return nil
-	}
-	secs := max(1, int64(math.Ceil(wait.Seconds())))
-	if s.cfg.RetryAfterDate {
-		h.Set("Retry-After", now.Add(time.Duration(secs)*time.Second).UTC().Format(http.TimeFormat))
-	} else {
-		h.Set("Retry-After", strconv.FormatInt(secs, 10))
-	}
-	return &answer{status: http.StatusTooManyRequests, body: errorBody("rate_limited", "too many requests")}
-}
-
 func jsonEscape(s string) string {
 	b, _ := json.Marshal(s)
 	return string(b[1 : len(b)-1])
@@ -261,7 +235,7 @@ func (s *Server) Apply(c ConfigChange) error {
 	}
 	if c.Limit != nil || c.Burst != nil {
 		s.mu.Lock()
-		sched, burst := s.schedule, int(s.burst)
+		sched, burst := s.schedule, s.meter.Burst()
 		s.mu.Unlock()
 		if c.Limit != nil {
 			var err error

@@ -1,7 +1,10 @@
 // Package providersim is a simulated payment provider for tests, benchmarks
 // and trials: an [http.Handler] serving GET /v1/transactions/{id} from a
 // dataset, with faults chosen deterministically per transaction id, a rate
-// limit of its own that can change on a schedule, latency, and counters.
+// limit of its own that can change on a schedule (counted as a token
+// bucket, a leaky bucket, a sliding log or fixed windows: [Meter], which
+// simulations also drive directly; 429s with Retry-After in whole seconds,
+// exact or absent), latency, and counters.
 //
 // Every transaction's correct final outcome is known ([Server.Truth]), so a
 // run against the simulator can be checked item by item.
@@ -88,21 +91,31 @@ type Config struct {
 	// Limit is the rate limit schedule, its offsets counted from New (or
 	// from the latest SetLimit). Defaults to unlimited.
 	Limit Schedule
-	// Burst is the token bucket's capacity. Defaults to the schedule's
-	// highest rate, rounded up (at least 1).
+	// Algorithm is how calls are counted against Limit (see limit.go).
+	// Defaults to TokenBucket.
+	Algorithm Algorithm
+	// Burst is the capacity of a TokenBucket or LeakyBucket. Defaults to
+	// the schedule's highest rate, rounded up (at least 1).
 	Burst int
+	// Window is the window of a SlidingLog or FixedWindow, which allow the
+	// schedule's rate times Window calls per window; required by them,
+	// refused by the buckets.
+	Window time.Duration
+	// RetryAfter is how a 429 says when to call again. Defaults to
+	// RetryAfterSeconds.
+	RetryAfter RetryAfterStyle
+	// RetryAfterMin is the shortest Retry-After of RetryAfterSeconds,
+	// rounded up to whole seconds: a provider that always asks for 2 s
+	// sets 2s. Defaults to 1s.
+	RetryAfterMin time.Duration
 	// RetryAfterDate sends Retry-After as an HTTP-date instead of seconds.
 	// Defaults to false.
 	RetryAfterDate bool
-	// RateLimitHeaders adds RateLimit-Policy and RateLimit headers (IETF
-	// draft) to every limited answer. Defaults to false.
+	// RateLimitHeaders adds the IETF RateLimit-Policy and RateLimit fields
+	// (draft-ietf-httpapi-ratelimit-headers-11) to every limited answer:
+	// the quota per window, the quota left and the seconds until it is
+	// whole again (see Meter.Quota). Defaults to false.
 	RateLimitHeaders bool
-	// Window, when positive, limits calls by fixed windows of this length
-	// instead of the token bucket: the schedule's rate at a window's start
-	// times Window calls per window, advertised on every answer in the IETF
-	// RateLimit and RateLimit-Policy fields (see window.go). Defaults to 0:
-	// the token bucket.
-	Window time.Duration
 	// Latency delays every answer to a transaction lookup. The wait ends
 	// early when the request's context does. Defaults to none.
 	Latency Latency
@@ -133,11 +146,7 @@ type Server struct {
 	transientRate float64
 	schedule      Schedule
 	scheduleStart time.Time
-	burst         float64
-	tokens        float64
-	refilled      time.Time
-	windowStart   time.Time // Window: the current window's start
-	windowUsed    int64     // Window: calls counted in it
+	meter         *Meter
 	callsPerID    map[string]int
 	callsPerKey   map[string]int
 	byStatus      map[int]int64
@@ -172,10 +181,18 @@ func New(cfg Config) (*Server, error) {
 	if sh.sum() > 1+1e-9 {
 		return nil, fmt.Errorf("simulator config: Shares add up to %v: want at most 1", sh.sum())
 	}
-	if cfg.TransientCalls < 0 || cfg.Burst < 0 || cfg.Window < 0 || cfg.Latency.Fixed < 0 || cfg.Latency.Jitter < 0 {
-		return nil, fmt.Errorf("simulator config: TransientCalls, Burst, Window and Latency must not be negative")
+	if cfg.TransientCalls < 0 || cfg.Burst < 0 || cfg.Window < 0 || cfg.Latency.Fixed < 0 || cfg.Latency.Jitter < 0 || cfg.RetryAfterMin < 0 {
+		return nil, fmt.Errorf("simulator config: TransientCalls, Burst, Window, RetryAfterMin and Latency must not be negative")
+	}
+	if cfg.RetryAfter < RetryAfterSeconds || cfg.RetryAfter > RetryAfterAbsent {
+		return nil, fmt.Errorf("simulator config: RetryAfter %d: unknown", cfg.RetryAfter)
 	}
 	cfg.TransientCalls = cmp.Or(cfg.TransientCalls, 2)
+	cfg.RetryAfterMin = cmp.Or(cfg.RetryAfterMin, time.Second)
+	meter, err := NewMeter(cfg.Algorithm, cfg.Limit, cfg.Burst, cfg.Window)
+	if err != nil {
+		return nil, fmt.Errorf("simulator config: %w", err)
+	}
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
@@ -191,6 +208,7 @@ func New(cfg Config) (*Server, error) {
 		rng:           rand.New(rand.NewPCG(cfg.Seed, cfg.Seed^0x9e3779b97f4a7c15)),
 		token:         cfg.Token,
 		transientRate: cfg.TransientRate,
+		meter:         meter,
 		callsPerID:    make(map[string]int),
 		callsPerKey:   make(map[string]int),
 		byStatus:      make(map[int]int64),
@@ -212,7 +230,7 @@ func New(cfg Config) (*Server, error) {
 		s.records[r.ID] = r
 	}
 	s.start = s.now()
-	s.setLimitLocked(cfg.Limit, cfg.Burst, s.start)
+	s.schedule, s.scheduleStart = slices.Clone(cfg.Limit), s.start
 	return s, nil
 }
 

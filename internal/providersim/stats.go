@@ -62,7 +62,7 @@ func (s *Server) Stats() Stats {
 		DistinctKeys: len(s.callsPerKey),
 		CallsPerKey:  make(map[string]int, len(s.callsPerKey)),
 		Limit:        s.schedule.String(),
-		Burst:        int(s.burst),
+		Burst:        s.meter.Burst(),
 	}
 	for k, v := range s.byStatus {
 		st.ByStatus[k] = v

@@ -11,7 +11,7 @@ import (
 // answer.
 func TestWindow(t *testing.T) {
 	t.Parallel()
-	b := setup(t, Config{Records: dataset(3), Limit: Schedule{{0, 2}}, Window: 3 * time.Second})
+	b := setup(t, Config{Records: dataset(3), Limit: Schedule{{0, 2}}, Algorithm: FixedWindow, Window: 3 * time.Second, RateLimitHeaders: true})
 	for i := range 6 {
 		r, err := b.get(t, "a/b", fmt.Sprintf("k%d", i))
 		if err != nil || r.Status != 200 {

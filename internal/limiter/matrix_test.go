@@ -1,0 +1,627 @@
+package limiter
+
+import (
+	"flag"
+	"fmt"
+	"math"
+	"runtime"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/reconcile/reconcile/internal/providersim"
+)
+
+// matrixShape is one shape of provider limit.
+type matrixShape struct {
+	name    string
+	alg     providersim.Algorithm
+	burst   float64       // the buckets' size in seconds of the highest rate (0: one call)
+	window  time.Duration // the windows' length
+	headers bool          // IETF RateLimit fields
+}
+
+var matrixShapes = []matrixShape{
+	{name: "bucket-1call", alg: providersim.TokenBucket},
+	{name: "bucket-0.1s", alg: providersim.TokenBucket, burst: 0.1},
+	{name: "bucket-1s", alg: providersim.TokenBucket, burst: 1},
+	{name: "bucket-5s", alg: providersim.TokenBucket, burst: 5},
+	{name: "log-1s", alg: providersim.SlidingLog, window: time.Second},
+	{name: "log-10s", alg: providersim.SlidingLog, window: 10 * time.Second},
+	{name: "window-1s", alg: providersim.FixedWindow, window: time.Second},
+	{name: "window-1s-ietf", alg: providersim.FixedWindow, window: time.Second, headers: true},
+	// Shopify's REST limit: a bucket that drains in 20 s.
+	{name: "leaky-20s", alg: providersim.LeakyBucket, burst: 20},
+}
+
+var matrixRates = []float64{5, 20, 200, 1000}
+
+var matrixRetryAfter = []raStyle{
+	{style: providersim.RetryAfterSeconds, min: time.Second},
+	{style: providersim.RetryAfterSeconds, min: 2 * time.Second},
+	{style: providersim.RetryAfterExact},
+	{style: providersim.RetryAfterAbsent},
+}
+
+var matrixLatencies = []time.Duration{0, 20 * time.Millisecond, 200 * time.Millisecond}
+
+var matrixProcesses = []int{1, 4}
+
+// matrixPattern is how the limit moves over a night: the highest rate r
+// of the cell at the given times, a quarter of it otherwise.
+type matrixPattern struct {
+	name string
+	// steps: the rate's factor (of r) from each time on.
+	steps []providersim.Step
+}
+
+const matrixLength = 120 * time.Second
+
+var matrixPatterns = []matrixPattern{
+	{"steady", []providersim.Step{{At: 0, Rate: 1}}},
+	{"rise-x4", []providersim.Step{{At: 0, Rate: 0.25}, {At: 40 * time.Second, Rate: 1}}},
+	{"fall-x4", []providersim.Step{{At: 0, Rate: 1}, {At: 40 * time.Second, Rate: 0.25}}},
+	{"fall-rise", []providersim.Step{{At: 0, Rate: 1}, {At: 40 * time.Second, Rate: 0.25}, {At: 80 * time.Second, Rate: 1}}},
+	{"zigzag", []providersim.Step{{At: 0, Rate: 1}, {At: 24 * time.Second, Rate: 0.25}, {At: 48 * time.Second, Rate: 1},
+		{At: 72 * time.Second, Rate: 0.25}, {At: 96 * time.Second, Rate: 1}}},
+}
+
+// matrixFamily is what the limiter is told when the night starts.
+type matrixFamily int
+
+const (
+	// familyUnknown: the limit set is three times the provider's.
+	familyUnknown matrixFamily = iota
+	// familyTold: the limit set is the provider's, exactly.
+	familyTold
+	// familyStored: an earlier night measured the provider.
+	familyStored
+)
+
+func (f matrixFamily) String() string { return [...]string{"unknown", "told", "stored"}[f] }
+
+// matrixCell is one simulated night of the matrix.
+type matrixCell struct {
+	family  matrixFamily
+	shape   matrixShape
+	rate    float64
+	ra      raStyle
+	latency time.Duration
+	procs   int
+	pattern matrixPattern
+}
+
+func (c matrixCell) String() string {
+	return fmt.Sprintf("%s %s %g/s %s RA %s latency %v %d proc", c.family, c.shape.name, c.rate, c.pattern.name, c.ra,
+		c.latency, c.procs)
+}
+
+// bucket is the provider's bucket (or window quota) in calls.
+func (c matrixCell) bucket() int {
+	if c.shape.window > 0 {
+		return max(1, int(math.Floor(c.rate*c.shape.window.Seconds())))
+	}
+	return max(1, int(math.Round(c.shape.burst*c.rate)))
+}
+
+func (c matrixCell) spec() nightSpec {
+	sched := make(providersim.Schedule, len(c.pattern.steps))
+	for i, st := range c.pattern.steps {
+		sched[i] = providersim.Step{At: st.At, Rate: st.Rate * c.rate}
+	}
+	sp := nightSpec{alg: c.shape.alg, sched: sched, window: c.shape.window, headers: c.shape.headers, ra: c.ra,
+		latency: c.latency, procs: c.procs, length: matrixLength, ceiling: 3 * c.rate, told: max(10, int(c.rate/5))}
+	if c.shape.window == 0 {
+		sp.burst = c.bucket()
+	}
+	switch c.family {
+	case familyTold:
+		sp.ceiling, sp.told = c.rate, c.bucket()
+		if c.shape.window > 0 {
+			// Paced at the rate, a window's quota is never exceeded;
+			// a burst could be.
+			sp.told = 1
+		}
+	case familyStored:
+		// What an earlier night stored: its estimate, a lower bound, 1% under.
+		sp.stored = [2]float64{0.99 * c.rate, float64(c.bucket())}
+		if c.shape.window > 0 {
+			sp.stored[1] = 1
+		}
+	}
+	return sp
+}
+
+// matrixFull runs every cell of the matrix instead of the suite's
+// cross-section: go test -run TestDiscoveryMatrix -v ./internal/limiter/ -matrix.full
+var matrixFull = flag.Bool("matrix.full", false, "run every cell of the discovery matrix (about 6,000 nights), not the suite's cross-section")
+
+// matrixOnly and matrixTrace narrow the matrix to the cells whose names
+// contain a string and log each one's history and per-second calls:
+// go test -run TestDiscoveryMatrix -v ./internal/limiter/ -matrix.full -matrix.only 'unknown bucket-1s 200/s steady RA 1s latency 0s 1 proc' -matrix.trace
+var (
+	matrixOnly  = flag.String("matrix.only", "", "run only the matrix cells whose names contain this")
+	matrixTrace = flag.Bool("matrix.trace", false, "log each matrix cell's history of rate changes and accepted/refused calls a second")
+	// matrixFloorsOut prints matrixFloors as measured on the code under
+	// test, to replace it after a change that improves the worst cells:
+	// go test -run TestDiscoveryMatrix -v ./internal/limiter/ -matrix.floors
+	matrixFloorsOut = flag.Bool("matrix.floors", false, "print the regression bounds of the cross-section as measured, as a Go literal")
+)
+
+// suiteCells is the cross-section of the matrix the ordinary suite runs,
+// sized to take seconds under the race detector: every shape at every rate
+// and Retry-After for the unknown steady limit, every shape under every
+// changing pattern, every shape and rate told the limit and started from a
+// stored one; the latency and the process count turn with the cell so that
+// each of their values meets each shape, rate and Retry-After.
+func suiteCells(all []matrixCell) []matrixCell {
+	index := func(c matrixCell) (shape, rate, ra, lat, procs, pattern int) {
+		shape = slices.IndexFunc(matrixShapes, func(s matrixShape) bool { return s.name == c.shape.name })
+		rate = slices.Index(matrixRates, c.rate)
+		ra = slices.Index(matrixRetryAfter, c.ra)
+		lat = slices.Index(matrixLatencies, c.latency)
+		procs = slices.Index(matrixProcesses, c.procs)
+		pattern = slices.IndexFunc(matrixPatterns, func(p matrixPattern) bool { return p.name == c.pattern.name })
+		return
+	}
+	var out []matrixCell
+	for _, c := range all {
+		shape, rate, ra, lat, procs, pattern := index(c)
+		keep := false
+		switch {
+		case c.family == familyUnknown && pattern == 0:
+			keep = true
+		case c.family == familyUnknown:
+			// One rate and one Retry-After per shape and pattern.
+			keep = rate == (shape+pattern)%len(matrixRates) && ra == (shape+2*pattern)%len(matrixRetryAfter)
+		default:
+			// One Retry-After per shape and rate.
+			keep = ra == (shape+rate)%len(matrixRetryAfter)
+		}
+		turn := shape + rate + ra + pattern + int(c.family)
+		if keep && lat == turn%len(matrixLatencies) && procs == turn%len(matrixProcesses) {
+			out = append(out, c)
+		}
+	}
+	return out
+}
+
+// matrixCells lists every cell: the unknown limit in every shape, rate,
+// Retry-After, latency, process count and pattern; the told and stored
+// starts for steady limits.
+func matrixCells() []matrixCell {
+	var cells []matrixCell
+	for _, family := range []matrixFamily{familyUnknown, familyTold, familyStored} {
+		for _, shape := range matrixShapes {
+			for _, rate := range matrixRates {
+				for _, ra := range matrixRetryAfter {
+					for _, latency := range matrixLatencies {
+						for _, procs := range matrixProcesses {
+							for _, pattern := range matrixPatterns {
+								if family != familyUnknown && pattern.name != "steady" {
+									continue
+								}
+								cells = append(cells, matrixCell{family: family, shape: shape, rate: rate, ra: ra,
+									latency: latency, procs: procs, pattern: pattern})
+							}
+						}
+					}
+				}
+			}
+		}
+	}
+	return cells
+}
+
+// matrixFigure is one figure of a cell with the target for it.
+type matrixFigure struct {
+	name   string
+	value  float64
+	target float64
+	most   bool // the target is an upper bound
+	// invariant: the target must hold in every cell, whatever the
+	// provider; the test fails on any cell that misses it. The other
+	// targets are reported, and guarded against regression by
+	// matrixFloors.
+	invariant bool
+}
+
+// worse reports whether a is worse than b for a figure bounded from above
+// (most) or from below.
+func worse(most bool, a, b float64) bool {
+	if most {
+		return a > b+1e-9
+	}
+	return a < b-1e-9
+}
+
+func (f matrixFigure) ok() bool { return !worse(f.most, f.value, f.target) }
+
+// matrixResult is a cell's figures.
+type matrixResult struct {
+	cell    matrixCell
+	figures []matrixFigure
+}
+
+// figures measures a night of the cell against the targets.
+func (c matrixCell) figures(r nightResult) []matrixFigure {
+	var fs []matrixFigure
+	secs := int(matrixLength / time.Second)
+	switch c.family {
+	case familyTold:
+		_, _, late := r.count(1, secs)
+		fs = append(fs,
+			matrixFigure{name: "efficiency", value: r.efficiency(), target: 0.99},
+			// Told the provider's limit, the limiter keeps within it.
+			matrixFigure{name: "429s after 1 s", value: float64(late), target: 0, most: true, invariant: true})
+	case familyStored:
+		_, a, _ := r.count(1, 2)
+		fs = append(fs, matrixFigure{name: "second 2 / limit", value: float64(a) / c.rate, target: 0.9})
+	default:
+		if c.pattern.name == "steady" {
+			fs = append(fs,
+				matrixFigure{name: "efficiency", value: r.efficiency(), target: 0.95},
+				matrixFigure{name: "429 share after 10 s", value: r.throttleShare(10), target: 0.01, most: true})
+			break
+		}
+		fs = append(fs, matrixFigure{name: "efficiency", value: r.efficiency(), target: 0.90})
+		steps := c.pattern.steps
+		for i := 1; i < len(steps); i++ {
+			at := int(steps[i].At / time.Second)
+			end := secs
+			if i+1 < len(steps) {
+				end = int(steps[i+1].At / time.Second)
+			}
+			limit := steps[i].Rate * c.rate
+			if steps[i].Rate > steps[i-1].Rate {
+				fs = append(fs, matrixFigure{name: "rise used after", value: float64(r.risenBy(at, limit, end-at)), target: 5, most: true})
+			} else {
+				fs = append(fs, matrixFigure{name: "fall obeyed after", value: float64(r.obeyedBy(at, limit, end-at)), target: 2, most: true})
+			}
+		}
+	}
+	calls, accepted, _ := r.count(0, secs)
+	fs = append(fs,
+		matrixFigure{name: "calls in a Retry-After window", value: float64(r.early), target: 0, most: true, invariant: true},
+		// Without faults the floor is one call an item: every 429 is a
+		// call more.
+		matrixFigure{name: "calls per item", value: float64(calls) / float64(max(accepted, 1)), target: 1.02, most: true})
+	return fs
+}
+
+// runMatrix simulates every cell on all cores and returns the results in
+// the cells' order.
+func runMatrix(cells []matrixCell) []matrixResult {
+	out := make([]matrixResult, len(cells))
+	work := make(chan int)
+	var wg sync.WaitGroup
+	for range runtime.GOMAXPROCS(0) {
+		wg.Go(func() {
+			for i := range work {
+				r := simulateNight(cells[i].spec())
+				out[i] = matrixResult{cell: cells[i], figures: cells[i].figures(r)}
+			}
+		})
+	}
+	for i := range cells {
+		work <- i
+	}
+	close(work)
+	wg.Wait()
+	return out
+}
+
+// TestDiscoveryMatrix runs the limit discovery against the shapes a
+// provider's limit can have (the suite's cross-section of matrixCells, or
+// every cell with -matrix.full) and prints, for each start, shape, pattern
+// and figure, the worst cell against the target. It fails when a
+// cell misses an invariant (no call inside a known Retry-After window; told
+// the limit, no 429 after the first second), and, in the cross-section,
+// when a row's worst cell is worse than its regression bound in
+// matrixFloors.
+func TestDiscoveryMatrix(t *testing.T) {
+	t.Parallel()
+	cells := matrixCells()
+	if !*matrixFull {
+		cells = suiteCells(cells)
+	}
+	if *matrixOnly != "" {
+		cells = slices.DeleteFunc(cells, func(c matrixCell) bool { return !strings.Contains(c.String(), *matrixOnly) })
+	}
+	start := time.Now()
+	results := runMatrix(cells)
+	if *matrixTrace {
+		for _, r := range results {
+			sim := simulateNight(r.cell.spec())
+			t.Logf("%v:%s\n%s", r.cell, formatChanges(sim.changes), formatNight(sim.series))
+		}
+	}
+	t.Logf("%d cells in %v", len(cells), time.Since(start).Round(time.Millisecond))
+	rows := matrixRows(results)
+	t.Log("\n" + matrixTable(rows))
+	if *matrixFloorsOut {
+		t.Log("\n" + matrixFloorsLiteral(rows))
+	}
+	failed := 0
+	fail := func(format string, args ...any) {
+		if failed++; failed <= 40 {
+			t.Errorf(format, args...)
+		}
+	}
+	for _, r := range results {
+		for _, f := range r.figures {
+			if f.invariant && !f.ok() {
+				fail("%v: %s %.4g, want %s %.4g in every cell", r.cell, f.name, f.value, bound(f.most), f.target)
+			}
+		}
+	}
+	if !*matrixFull && *matrixOnly == "" {
+		for _, w := range rows {
+			floor, ok := matrixFloors[w.key.String()]
+			switch {
+			case !ok && guarded[w.key.figure] > 0:
+				fail("%s: no regression bound in matrixFloors (its worst cell: %.4g)", w.key, w.f.value)
+			case ok && worse(w.f.most, w.f.value, floor):
+				fail("%s: worst cell %.4g (%v), worse than its regression bound %.4g", w.key, w.f.value, w.cell, floor)
+			}
+		}
+	}
+	if failed > 40 {
+		t.Errorf("... %d misses in all", failed)
+	}
+}
+
+// bound names the side a target bounds.
+func bound(most bool) string {
+	if most {
+		return "<="
+	}
+	return ">="
+}
+
+// matrixKey names a row of the table: the cells of one start, shape and
+// pattern, one figure.
+type matrixKey struct{ family, shape, pattern, figure string }
+
+func (k matrixKey) String() string {
+	return k.family + " " + k.shape + " " + k.pattern + " " + k.figure
+}
+
+// matrixRow is a row's worst cell and how many of its cells miss the target.
+type matrixRow struct {
+	key  matrixKey
+	f    matrixFigure
+	cell matrixCell
+	n    int
+	miss int
+}
+
+// matrixRows is the worst cell of every figure per start, shape and
+// pattern, in the cells' order.
+func matrixRows(results []matrixResult) []*matrixRow {
+	byKey := map[matrixKey]*matrixRow{}
+	var rows []*matrixRow
+	for _, r := range results {
+		for _, f := range r.figures {
+			k := matrixKey{r.cell.family.String(), r.cell.shape.name, r.cell.pattern.name, f.name}
+			w, ok := byKey[k]
+			if !ok {
+				w = &matrixRow{key: k, f: f, cell: r.cell}
+				byKey[k] = w
+				rows = append(rows, w)
+			}
+			w.n++
+			if !f.ok() {
+				w.miss++
+			}
+			if worse(f.most, f.value, w.f.value) {
+				w.f, w.cell = f, r.cell
+			}
+		}
+	}
+	return rows
+}
+
+// matrixTable prints the rows as one Markdown table.
+func matrixTable(rows []*matrixRow) string {
+	var sb strings.Builder
+	fmt.Fprintf(&sb, "| start | shape | pattern | figure | worst | target | missed | regression bound | worst cell |\n|---|---|---|---|---|---|---|---|---|\n")
+	for _, w := range rows {
+		name := w.key.figure
+		if w.f.invariant {
+			name += " (always)"
+		}
+		floor := ""
+		if v, ok := matrixFloors[w.key.String()]; ok {
+			floor = bound(w.f.most) + " " + formatFigure(w.key.figure, v)
+		}
+		fmt.Fprintf(&sb, "| %s | %s | %s | %s | %s | %s %s | %d/%d | %s | %g/s RA %s latency %v, %d proc |\n",
+			w.key.family, w.key.shape, w.key.pattern, name, formatFigure(w.key.figure, w.f.value), bound(w.f.most),
+			formatFigure(w.key.figure, w.f.target), w.miss, w.n, floor, w.cell.rate, w.cell.ra, w.cell.latency, w.cell.procs)
+	}
+	return sb.String()
+}
+
+// formatFigure writes shares as percentages.
+func formatFigure(figure string, v float64) string {
+	if strings.Contains(figure, "efficiency") || strings.Contains(figure, "share") || strings.Contains(figure, "limit") {
+		return fmt.Sprintf("%.1f%%", 100*v)
+	}
+	return fmt.Sprintf("%.4g", v)
+}
+
+// guarded are the figures matrixFloors bounds, with the margin a bound
+// leaves below (or above) the worst cell measured when it was set. The
+// times to use a rise or obey a fall are not bounded: their worst cell is
+// often the whole span (never), and the changing patterns' efficiency
+// bounds what they cost.
+var guarded = map[string]float64{
+	"efficiency":           0.01,
+	"second 2 / limit":     0.05,
+	"429 share after 10 s": 0.01,
+	"calls per item":       0.02,
+}
+
+// matrixFloorsLiteral is matrixFloors as measured on rows.
+func matrixFloorsLiteral(rows []*matrixRow) string {
+	var sb strings.Builder
+	sb.WriteString("var matrixFloors = map[string]float64{\n")
+	for _, w := range rows {
+		margin, ok := guarded[w.key.figure]
+		if !ok {
+			continue
+		}
+		v := w.f.value - margin
+		if w.f.most {
+			v = w.f.value + margin
+		}
+		fmt.Fprintf(&sb, "\t%q: %.3f,\n", w.key.String(), math.Round(v*1000)/1000)
+	}
+	sb.WriteString("}\n")
+	return sb.String()
+}
+
+// matrixFloors are regression bounds of the suite's cross-section, measured
+// on this code with the margins of guarded (-matrix.floors prints them): the
+// worst cell of each row must stay at least this good. They are not the
+// issue's targets (the table's target column); where a row misses its
+// target, the bound only keeps it from getting worse.
+var matrixFloors = map[string]float64{
+	"unknown bucket-1call steady efficiency":             0.046,
+	"unknown bucket-1call steady 429 share after 10 s":   0.509,
+	"unknown bucket-1call steady calls per item":         1.976,
+	"unknown bucket-1call zigzag efficiency":             0.577,
+	"unknown bucket-1call zigzag calls per item":         1.133,
+	"unknown bucket-1call rise-x4 efficiency":            0.735,
+	"unknown bucket-1call rise-x4 calls per item":        1.048,
+	"unknown bucket-1call fall-x4 efficiency":            0.777,
+	"unknown bucket-1call fall-x4 calls per item":        1.029,
+	"unknown bucket-1call fall-rise efficiency":          0.850,
+	"unknown bucket-1call fall-rise calls per item":      1.071,
+	"unknown bucket-0.1s steady efficiency":              0.283,
+	"unknown bucket-0.1s steady 429 share after 10 s":    0.263,
+	"unknown bucket-0.1s steady calls per item":          1.360,
+	"unknown bucket-0.1s fall-rise efficiency":           0.651,
+	"unknown bucket-0.1s fall-rise calls per item":       1.174,
+	"unknown bucket-0.1s zigzag efficiency":              0.446,
+	"unknown bucket-0.1s zigzag calls per item":          1.072,
+	"unknown bucket-0.1s rise-x4 efficiency":             0.809,
+	"unknown bucket-0.1s rise-x4 calls per item":         1.071,
+	"unknown bucket-0.1s fall-x4 efficiency":             0.637,
+	"unknown bucket-0.1s fall-x4 calls per item":         1.043,
+	"unknown bucket-1s steady efficiency":                0.729,
+	"unknown bucket-1s steady 429 share after 10 s":      0.096,
+	"unknown bucket-1s steady calls per item":            1.117,
+	"unknown bucket-1s fall-x4 efficiency":               0.983,
+	"unknown bucket-1s fall-x4 calls per item":           1.159,
+	"unknown bucket-1s fall-rise efficiency":             0.847,
+	"unknown bucket-1s fall-rise calls per item":         1.031,
+	"unknown bucket-1s zigzag efficiency":                0.988,
+	"unknown bucket-1s zigzag calls per item":            1.031,
+	"unknown bucket-1s rise-x4 efficiency":               0.975,
+	"unknown bucket-1s rise-x4 calls per item":           1.020,
+	"unknown bucket-5s steady efficiency":                0.975,
+	"unknown bucket-5s steady 429 share after 10 s":      0.132,
+	"unknown bucket-5s steady calls per item":            1.180,
+	"unknown bucket-5s rise-x4 efficiency":               0.982,
+	"unknown bucket-5s rise-x4 calls per item":           1.186,
+	"unknown bucket-5s fall-x4 efficiency":               0.988,
+	"unknown bucket-5s fall-x4 calls per item":           1.123,
+	"unknown bucket-5s fall-rise efficiency":             0.986,
+	"unknown bucket-5s fall-rise calls per item":         1.024,
+	"unknown bucket-5s zigzag efficiency":                0.990,
+	"unknown bucket-5s zigzag calls per item":            1.148,
+	"unknown log-1s steady efficiency":                   0.389,
+	"unknown log-1s steady 429 share after 10 s":         0.149,
+	"unknown log-1s steady calls per item":               1.241,
+	"unknown log-1s zigzag efficiency":                   0.387,
+	"unknown log-1s zigzag calls per item":               1.242,
+	"unknown log-1s rise-x4 efficiency":                  0.736,
+	"unknown log-1s rise-x4 calls per item":              1.065,
+	"unknown log-1s fall-x4 efficiency":                  0.569,
+	"unknown log-1s fall-x4 calls per item":              1.152,
+	"unknown log-1s fall-rise efficiency":                0.731,
+	"unknown log-1s fall-rise calls per item":            1.020,
+	"unknown log-10s steady efficiency":                  0.700,
+	"unknown log-10s steady 429 share after 10 s":        0.285,
+	"unknown log-10s steady calls per item":              1.409,
+	"unknown log-10s fall-rise efficiency":               0.867,
+	"unknown log-10s fall-rise calls per item":           1.447,
+	"unknown log-10s zigzag efficiency":                  0.778,
+	"unknown log-10s zigzag calls per item":              1.095,
+	"unknown log-10s rise-x4 efficiency":                 0.955,
+	"unknown log-10s rise-x4 calls per item":             1.235,
+	"unknown log-10s fall-x4 efficiency":                 0.948,
+	"unknown log-10s fall-x4 calls per item":             1.117,
+	"unknown window-1s steady efficiency":                0.497,
+	"unknown window-1s steady 429 share after 10 s":      0.140,
+	"unknown window-1s steady calls per item":            1.177,
+	"unknown window-1s fall-x4 efficiency":               0.804,
+	"unknown window-1s fall-x4 calls per item":           1.112,
+	"unknown window-1s fall-rise efficiency":             0.732,
+	"unknown window-1s fall-rise calls per item":         1.039,
+	"unknown window-1s zigzag efficiency":                0.858,
+	"unknown window-1s zigzag calls per item":            1.138,
+	"unknown window-1s rise-x4 efficiency":               0.777,
+	"unknown window-1s rise-x4 calls per item":           1.028,
+	"unknown window-1s-ietf steady efficiency":           0.495,
+	"unknown window-1s-ietf steady 429 share after 10 s": 0.113,
+	"unknown window-1s-ietf steady calls per item":       1.127,
+	"unknown window-1s-ietf rise-x4 efficiency":          0.658,
+	"unknown window-1s-ietf rise-x4 calls per item":      1.078,
+	"unknown window-1s-ietf fall-x4 efficiency":          0.413,
+	"unknown window-1s-ietf fall-x4 calls per item":      1.179,
+	"unknown window-1s-ietf fall-rise efficiency":        0.568,
+	"unknown window-1s-ietf fall-rise calls per item":    1.036,
+	"unknown window-1s-ietf zigzag efficiency":           0.538,
+	"unknown window-1s-ietf zigzag calls per item":       1.227,
+	"unknown leaky-20s zigzag efficiency":                0.986,
+	"unknown leaky-20s zigzag calls per item":            1.078,
+	"unknown leaky-20s steady efficiency":                0.975,
+	"unknown leaky-20s steady 429 share after 10 s":      0.152,
+	"unknown leaky-20s steady calls per item":            1.153,
+	"unknown leaky-20s rise-x4 efficiency":               0.989,
+	"unknown leaky-20s rise-x4 calls per item":           1.051,
+	"unknown leaky-20s fall-x4 efficiency":               0.989,
+	"unknown leaky-20s fall-x4 calls per item":           1.023,
+	"unknown leaky-20s fall-rise efficiency":             0.989,
+	"unknown leaky-20s fall-rise calls per item":         1.029,
+	"told bucket-1call steady efficiency":                0.988,
+	"told bucket-1call steady calls per item":            1.020,
+	"told bucket-0.1s steady efficiency":                 0.988,
+	"told bucket-0.1s steady calls per item":             1.020,
+	"told bucket-1s steady efficiency":                   0.988,
+	"told bucket-1s steady calls per item":               1.020,
+	"told bucket-5s steady efficiency":                   0.988,
+	"told bucket-5s steady calls per item":               1.020,
+	"told log-1s steady efficiency":                      0.990,
+	"told log-1s steady calls per item":                  1.020,
+	"told log-10s steady efficiency":                     0.990,
+	"told log-10s steady calls per item":                 1.020,
+	"told window-1s steady efficiency":                   0.990,
+	"told window-1s steady calls per item":               1.020,
+	"told window-1s-ietf steady efficiency":              0.690,
+	"told window-1s-ietf steady calls per item":          1.020,
+	"told leaky-20s steady efficiency":                   0.989,
+	"told leaky-20s steady calls per item":               1.020,
+	"stored bucket-1call steady second 2 / limit":        0.930,
+	"stored bucket-1call steady calls per item":          1.041,
+	"stored bucket-0.1s steady second 2 / limit":         0.930,
+	"stored bucket-0.1s steady calls per item":           1.045,
+	"stored bucket-1s steady second 2 / limit":           0.930,
+	"stored bucket-1s steady calls per item":             1.039,
+	"stored bucket-5s steady second 2 / limit":           0.930,
+	"stored bucket-5s steady calls per item":             1.065,
+	"stored log-1s steady second 2 / limit":              0.930,
+	"stored log-1s steady calls per item":                1.059,
+	"stored log-10s steady second 2 / limit":             0.930,
+	"stored log-10s steady calls per item":               1.135,
+	"stored window-1s steady second 2 / limit":           0.930,
+	"stored window-1s steady calls per item":             1.118,
+	"stored window-1s-ietf steady second 2 / limit":      0.750,
+	"stored window-1s-ietf steady calls per item":        1.020,
+	"stored leaky-20s steady second 2 / limit":           0.930,
+	"stored leaky-20s steady calls per item":             1.076,
+}
