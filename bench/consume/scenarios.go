@@ -337,6 +337,7 @@ func scenarios() []scenario {
 			providersSpec{items: 4000, slowRate: 40, fastRate: 160, concurrency: 4, processes: 4, outageAt: 5 * time.Second, outage: 10 * time.Second}),
 		listScenario("list-18k", 18000, 5, 60),
 		withNamed(listScenario("list-1m", 1_000_000, 100, 0)),
+		withNamed(lookupNightScenario("lookup-18k", 18000, 5)),
 		{
 			name:  "nightly",
 			about: "18000 items, simulator and limiter at 500/s (burst 50)",
@@ -414,6 +415,7 @@ func listScenario(name string, items int, rate float64, target float64) scenario
 		spec: spec{items: items, simLimit: fmt.Sprint(rate), simBurst: int(rate), rate: rate, burst: int(rate), concurrency: 8,
 			mode: consume.ModeList, unexpected: 0.01},
 		figures: func(r result) []figure {
+			items := r.spec.items
 			took := figure{name: "enqueue to completion", value: r.took.Seconds(), unit: "s"}
 			if target > 0 {
 				took.target, took.check = fmt.Sprintf("<= %g", target), atMost(target)
@@ -433,6 +435,33 @@ func listScenario(name string, items int, rate float64, target float64) scenario
 			}
 		},
 	}
+}
+
+// lookupNightScenario is list-18k's night checked in lookup mode, for
+// comparison: every payment is asked for by its id, so the run takes at
+// least items / rate seconds and the provider's unexpected records are
+// never seen.
+func lookupNightScenario(name string, items int, rate float64) scenario {
+	s := listScenario(name, items, rate, 0)
+	s.about = fmt.Sprintf("lookup mode: %d payments plus 1%% unexpected at the provider, simulator and limiter at %g/s (burst %g), 8 workers",
+		items, rate, rate)
+	s.spec.mode = consume.ModeLookup
+	s.figures = func(r result) []figure {
+		items := r.spec.items
+		floor := float64(items) / rate
+		return []figure{
+			{name: "enqueue to completion", value: r.took.Seconds(), unit: "s"},
+			{name: "floor (items / rate)", value: floor, unit: "s"},
+			{name: "provider calls per item", value: float64(r.sim.Calls) / float64(items), unit: "calls"},
+			{name: "lookups", value: float64(r.sim.Calls - r.sim.ListCalls), unit: "calls"},
+			{name: "429s", value: float64(r.sim.Throttled), unit: "calls"},
+			{name: "unexpected recorded", value: float64(r.unexpected), unit: "items"},
+			{name: "items terminal", value: float64(r.done), unit: "items", target: fmt.Sprint(items), check: atLeast(float64(items))},
+			{name: "heap in use: peak", value: float64(r.heapMax) / (1 << 20), unit: "MiB"},
+			{name: "heap in use: end", value: float64(r.heapEnd) / (1 << 20), unit: "MiB"},
+		}
+	}
+	return s
 }
 
 // withNamed marks s to run only when named.

@@ -25,6 +25,7 @@ import (
 	"github.com/reconcile/reconcile/internal/progress"
 	"github.com/reconcile/reconcile/internal/provider"
 	"github.com/reconcile/reconcile/internal/queue"
+	"github.com/reconcile/reconcile/internal/report"
 )
 
 // consumeFlags are the flags of `reconcile consume`, shared with
@@ -431,9 +432,9 @@ func printCompletions(ctx context.Context, w io.Writer, pool *pgxpool.Pool, sinc
 			continue
 		}
 		for _, p := range totals {
-			fmt.Fprintf(w, "  provider %s: %s items: %s matched, %s mismatched, %s missing, %s dead-lettered; %s provider calls, %s throttled\n",
+			fmt.Fprintf(w, "  provider %s: %s items: %s matched, %s mismatched, %s missing, %s dead-lettered%s; %s provider calls, %s throttled\n",
 				cmp.Or(p.Provider, "(default)"), count(p.Items), count(p.Matched), count(p.Mismatched), count(p.Missing),
-				count(p.DeadLettered), human.Count(p.ProviderCalls), human.Count(p.Throttles))
+				count(p.DeadLettered), report.UnexpectedCount(p.Unexpected), human.Count(p.ProviderCalls), human.Count(p.Throttles))
 		}
 	}
 	return nil
@@ -463,9 +464,7 @@ func completionLine(c ledger.Completion, calls int64) string {
 	if c.Cancelled > 0 {
 		outcomes += ", " + count(c.Cancelled) + " cancelled"
 	}
-	if c.Unexpected > 0 {
-		outcomes += ", " + count(c.Unexpected) + " unexpected"
-	}
+	outcomes += report.UnexpectedCount(c.Unexpected)
 	return fmt.Sprintf("%s %s: %s items: %s; %s provider calls (%s per item), %s throttled; %s after enqueue",
 		c.ReconciliationID, how, count(c.Items), outcomes, human.Count(calls),
 		human.Number(float64(calls)/float64(max(c.Items, 1))), human.Count(c.Throttles), human.Duration(c.Took))

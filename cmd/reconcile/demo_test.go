@@ -77,21 +77,28 @@ func runDemoCommand(t *testing.T, getenv func(string) string, args ...string) (s
 // the ground truth by the demo itself, shows both directions of the join.
 func TestDemoListMode(t *testing.T) {
 	t.Parallel()
-	const items = 800
-	out, stderr, err := runDemoCommand(t, func(string) string { return "" }, "--items", strconv.Itoa(items), "--mode", "list",
-		"--database-url", pgtest.ConnString(t))
-	if err != nil {
-		t.Fatalf("demo: %v\nstdout:\n%s\nstderr:\n%s", err, out, stderr)
-	}
-	got := printedCounts(t, out)
-	if got[ledger.Unexpected] == 0 || got[ledger.Missing] == 0 || got[ledger.Mismatched] == 0 {
-		t.Errorf("list mode demo printed %v: want unexpected, missing and mismatched items", got)
-	}
-	if !strings.Contains(out, fmt.Sprintf("all %d outcomes match the ground truth", items+got[ledger.Unexpected])) {
-		t.Errorf("no match line in:\n%s", out)
-	}
-	if !strings.Contains(out, "list mode: ") || !strings.Contains(out, "unexpected;") {
-		t.Errorf("no list mode figures in:\n%s", out)
+	// Each provider's API lists in its own shape (the simulator's), read by
+	// the built-in profile of the same name.
+	for _, prof := range []string{"reconcile", "stripe", "paypal", "square"} {
+		t.Run(prof, func(t *testing.T) {
+			t.Parallel()
+			const items = 800
+			out, stderr, err := runDemoCommand(t, func(string) string { return "" }, "--items", strconv.Itoa(items), "--mode", "list",
+				"--profile", prof, "--database-url", pgtest.ConnString(t))
+			if err != nil {
+				t.Fatalf("demo: %v\nstdout:\n%s\nstderr:\n%s", err, out, stderr)
+			}
+			got := printedCounts(t, out)
+			if got[ledger.Unexpected] == 0 || got[ledger.Missing] == 0 || got[ledger.Mismatched] == 0 {
+				t.Errorf("list mode demo printed %v: want unexpected, missing and mismatched items", got)
+			}
+			if !strings.Contains(out, fmt.Sprintf("all %d outcomes match the ground truth", items+got[ledger.Unexpected])) {
+				t.Errorf("no match line in:\n%s", out)
+			}
+			if !strings.Contains(out, "list mode: ") || !strings.Contains(out, "unexpected;") {
+				t.Errorf("no list mode figures in:\n%s", out)
+			}
+		})
 	}
 }
 

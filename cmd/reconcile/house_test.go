@@ -37,9 +37,10 @@ var owners = map[string][]string{
 	"transaction_history": {"internal/ledger"},
 	// The provider's own records of a run's day (list mode) are the
 	// ledger's; the listing of a run (its cursor and lease) is the listing
-	// package's.
+	// package's, whose state the ledger's completion reads (a run is not
+	// complete while its listing goes on).
 	"provider_records": {"internal/ledger"},
-	"run_listings":     {"internal/listing"},
+	"run_listings":     {"internal/listing", "internal/ledger/complete.go"},
 	// The queue.
 	"queue_messages": {"internal/queue"},
 	// The shared limiters.

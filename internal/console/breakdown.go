@@ -26,15 +26,18 @@ type providerOutcomes struct {
 	Missing      int64
 	DeadLettered int64
 	Cancelled    int64
+	// Unexpected counts the records the provider listed that the file
+	// lacks (list mode): items of the run too.
+	Unexpected int64
 }
 
 // Name is the provider's name as pages show and filter it.
 func (p providerOutcomes) Name() string { return providerLabel(p.Provider) }
 
-// MatchedOrOpen is the provider's items that are neither unmatched nor
-// cancelled: matched, or still open while the run is.
+// MatchedOrOpen is the provider's items that are neither unmatched,
+// cancelled nor unexpected: matched, or still open while the run is.
 func (p providerOutcomes) MatchedOrOpen() int64 {
-	return p.Items - p.Mismatched - p.Missing - p.DeadLettered - p.Cancelled
+	return p.Items - p.Mismatched - p.Missing - p.DeadLettered - p.Cancelled - p.Unexpected
 }
 
 // defaultProvider is how pages name the provider of items that name none.
@@ -42,16 +45,17 @@ const defaultProvider = "(default)"
 
 func providerLabel(p string) string { return cmp.Or(p, defaultProvider) }
 
-// atStake sums the expected amounts of a run's items in one currency that
-// did not match, by outcome, in minor units, with their counts.
+// atStake sums the amounts of a run's items in one currency that did not
+// match, by outcome, in minor units, with their counts: the expected
+// amounts, and for unexpected records (the file has none) the provider's.
 type atStake struct {
-	Currency                           string
-	Mismatched, Missing, DeadLettered  int64
-	NMismatched, NMissing, NDeadLetter int64
+	Currency                                        string
+	Mismatched, Missing, DeadLettered, Unexpected   int64
+	NMismatched, NMissing, NDeadLetter, NUnexpected int64
 }
 
 // Total is the amount of the currency's items that did not match.
-func (a atStake) Total() int64 { return a.Mismatched + a.Missing + a.DeadLettered }
+func (a atStake) Total() int64 { return a.Mismatched + a.Missing + a.DeadLettered + a.Unexpected }
 
 // breakdown is a run's outcomes by provider and its amounts at stake by
 // currency.
@@ -91,7 +95,8 @@ func loadBreakdowns(ctx context.Context, rd *reader, runIDs []uuid.UUID) (map[uu
 		p.Missing += b.Missing
 		p.DeadLettered += b.DeadLettered
 		p.Cancelled += b.Cancelled
-		if b.Mismatched+b.Missing+b.DeadLettered == 0 {
+		p.Unexpected += b.Unexpected
+		if b.Mismatched+b.Missing+b.DeadLettered+b.Unexpected == 0 {
 			continue
 		}
 		a := stakes[key{b.RunID, b.Currency}]
@@ -102,9 +107,11 @@ func loadBreakdowns(ctx context.Context, rd *reader, runIDs []uuid.UUID) (map[uu
 		a.Mismatched += b.MismatchedMinor
 		a.Missing += b.MissingMinor
 		a.DeadLettered += b.DeadLetteredMinor
+		a.Unexpected += b.UnexpectedMinor
 		a.NMismatched += b.Mismatched
 		a.NMissing += b.Missing
 		a.NDeadLetter += b.DeadLettered
+		a.NUnexpected += b.Unexpected
 	}
 	for k, p := range providers {
 		out[k.run].Providers = append(out[k.run].Providers, *p)

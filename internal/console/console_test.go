@@ -562,4 +562,13 @@ func TestDiscrepanciesListUnexpectedRecords(t *testing.T) {
 	if !strings.Contains(w.Body.String(), `discrepancies?outcome=unexpected">1</a>`) {
 		t.Errorf("the run page does not count one unexpected record:\n%s", w.Body)
 	}
+	// The provider's 33.00 EUR is at stake: the file has no amount.
+	stake := regexp.MustCompile(`(?s)<table class="at-stake">.*?</table>`).FindString(w.Body.String())
+	if !strings.Contains(stake, "33.00 EUR (1)") {
+		t.Errorf("amounts at stake do not show the unexpected record's 33.00 EUR:\n%s", stake)
+	}
+	providers := regexp.MustCompile(`(?s)<table class="providers">.*?</table>`).FindString(w.Body.String())
+	if !strings.Contains(providers, `outcome=unexpected&amp;provider=%28default%29">1</a>`) {
+		t.Errorf("the provider's row does not count the unexpected record:\n%s", providers)
+	}
 }

@@ -164,10 +164,11 @@ func TestRunPageBreaksDownByProvider(t *testing.T) {
 		got[r[1]] = cells(r[2])
 	}
 	// Items, matched or open, mismatched, missing, dead-lettered,
-	// cancelled.
+	// cancelled, unexpected: the default provider listed tx_u, which the
+	// file lacks.
 	want := map[string]string{
-		"(default)": ">3<>2<>1<>0<>0<>0<",
-		"stripe":    ">3<>0<>1<>1<>1<>0<",
+		"(default)": ">4<>2<>1<>0<>0<>0<>1<",
+		"stripe":    ">3<>0<>1<>1<>1<>0<>0<",
 	}
 	for p, cs := range want {
 		if got[p] != cs {
@@ -175,8 +176,9 @@ func TestRunPageBreaksDownByProvider(t *testing.T) {
 		}
 	}
 	stake := regexp.MustCompile(`(?s)<table class="at-stake">.*?</table>`).FindString(body)
-	// In major units: the ledger's 1500 EUR cents are 15.00 EUR.
-	for _, want := range []string{"<td>EUR</td>", "15.00 EUR (1)", "9.90 EUR (1)", "24.90 EUR", "<td>GBP</td>", "42.00 GBP", "<td>USD</td>", "2.50 USD (1)"} {
+	// In major units: the ledger's 1500 EUR cents are 15.00 EUR; the
+	// provider's 33.00 EUR of tx_u is at stake too.
+	for _, want := range []string{"<td>EUR</td>", "15.00 EUR (1)", "9.90 EUR (1)", "33.00 EUR (1)", "57.90 EUR", "<td>GBP</td>", "42.00 GBP", "<td>USD</td>", "2.50 USD (1)"} {
 		if !strings.Contains(stake, want) {
 			t.Errorf("amounts at stake do not show %q:\n%s", want, stake)
 		}
@@ -186,7 +188,7 @@ func TestRunPageBreaksDownByProvider(t *testing.T) {
 	}
 	w = b.do(t, "GET", "/", bob, nil)
 	wantStatus(t, w, http.StatusOK, "runs page")
-	for _, want := range []string{"24.90 EUR", "42.00 GBP", "2.50 USD"} {
+	for _, want := range []string{"57.90 EUR", "42.00 GBP", "2.50 USD"} {
 		if !strings.Contains(w.Body.String(), want) {
 			t.Errorf("the runs page does not show %s at stake:\n%s", want, w.Body)
 		}

@@ -92,7 +92,7 @@ func (c *Consumer) claimLoop(ctx context.Context, l *lane) error {
 		}
 		c.dbWarn.OK(warnClaim, "claims work again")
 		failures = 0
-		if l.lister != nil && len(batch) > 0 {
+		if len(batch) > 0 {
 			if batch, err = c.listFirst(ctx, l, batch); err != nil {
 				if errors.Is(err, ErrProviderAuth) || ctx.Err() != nil {
 					return err
@@ -166,6 +166,12 @@ func (c *Consumer) claim(ctx context.Context, l *lane, n int) ([]job, error) {
 	if err != nil || len(ds) == 0 {
 		return nil, err
 	}
+	return c.jobsOf(ctx, ds)
+}
+
+// jobsOf loads the items of claimed deliveries in one query; when that
+// fails it hands the deliveries back.
+func (c *Consumer) jobsOf(ctx context.Context, ds []queue.Delivery) ([]job, error) {
 	keys := make([]ledger.Key, len(ds))
 	for i, d := range ds {
 		keys[i] = ledger.Key{RunID: d.RunID, TransactionID: d.TransactionID}

@@ -246,7 +246,7 @@ func NewWithProviders(pool *pgxpool.Pool, q *queue.Queue, providers []Provider, 
 		if l.lister, err = c.newLister(p); err != nil {
 			return nil, err
 		}
-		l.settled = map[uuid.UUID]bool{}
+		l.settled, l.listsRun = map[uuid.UUID]bool{}, map[uuid.UUID]bool{}
 		c.lanes = append(c.lanes, l)
 	}
 	return c, nil

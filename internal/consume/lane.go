@@ -49,11 +49,14 @@ type lane struct {
 	busy    atomic.Int64  // workers processing one of the lane's jobs
 	runDone chan struct{} // a recorded result completed a run
 	logger  *slog.Logger
-	// lister lists the provider's records of each run first (list mode);
-	// nil: every item is looked up. settled holds the runs whose listing
-	// ended; only the lane's claimer uses it.
-	lister  *listing.Lister
-	settled map[uuid.UUID]bool
+	// lister lists the provider's records of a run first (list mode);
+	// nil when the provider's profile has no list request. listsRun holds
+	// whether each run seen is listed (its check mode, see
+	// ledger.ChooseCheckMode) and settled the runs whose listing ended;
+	// only the lane's claimer uses them.
+	lister   *listing.Lister
+	listsRun map[uuid.UUID]bool
+	settled  map[uuid.UUID]bool
 
 	mu        sync.Mutex // guards breaker and warn
 	breaker   *circuit.Breaker

@@ -15,12 +15,14 @@ type ProviderTotal struct {
 	Provider string `json:"provider"`
 	// Items counts the run's items of the provider.
 	Items int `json:"items"`
-	// Matched, Mismatched, Missing and DeadLettered count its terminal
-	// items by outcome; Open those not terminal yet.
+	// Matched, Mismatched, Missing, DeadLettered and Unexpected count its
+	// terminal items by outcome (Unexpected: records the provider listed
+	// that the file lacks, list mode); Open those not terminal yet.
 	Matched      int `json:"matched"`
 	Mismatched   int `json:"mismatched"`
 	Missing      int `json:"missing"`
 	DeadLettered int `json:"dead_lettered"`
+	Unexpected   int `json:"unexpected"`
 	Open         int `json:"open"`
 	// ProviderCalls and Throttles count the calls made for its items and
 	// those answered 429.
@@ -40,7 +42,7 @@ func ProviderTotals(ctx context.Context, db Querier, runID uuid.UUID) ([]Provide
 		WITH s AS (
 		    SELECT provider, sum(remaining + `+perTerminal(`%s`, ` + `)+`) AS items,
 		           sum(matched) AS matched, sum(mismatched) AS mismatched, sum(missing) AS missing,
-		           sum(dead_lettered) AS dead_lettered, sum(remaining) AS open,
+		           sum(dead_lettered) AS dead_lettered, sum(unexpected) AS unexpected, sum(remaining) AS open,
 		           sum(provider_calls) AS calls, sum(throttles) AS throttles
 		      FROM run_shards WHERE run_id = $1
 		     GROUP BY provider),
@@ -49,7 +51,7 @@ func ProviderTotals(ctx context.Context, db Querier, runID uuid.UUID) ([]Provide
 		      FROM items
 		     WHERE run_id = $1 AND state IN `+sqlList(OpenStates())+` AND (SELECT sum(open) FROM s) > 0
 		     GROUP BY provider)
-		SELECT s.provider, s.items, s.matched, s.mismatched, s.missing, s.dead_lettered, s.open,
+		SELECT s.provider, s.items, s.matched, s.mismatched, s.missing, s.dead_lettered, s.unexpected, s.open,
 		       (s.calls + coalesce(o.calls, 0))::bigint, (s.throttles + coalesce(o.throttles, 0))::bigint
 		  FROM s LEFT JOIN o USING (provider)
 		 WHERE s.items > 0
@@ -65,18 +67,21 @@ func ProviderTotals(ctx context.Context, db Querier, runID uuid.UUID) ([]Provide
 }
 
 // Breakdown is what a run's items of one provider and currency came to:
-// the outcomes of those that did not match and their expected amounts.
+// the outcomes of those that did not match and their amounts at stake.
 type Breakdown struct {
 	RunID    uuid.UUID
 	Provider string
 	Currency string
-	// Items counts the items; Mismatched, Missing, DeadLettered and
-	// Cancelled those that ended so (a match is not counted: the matched
-	// items of a complete run are the others' complement).
-	Items, Mismatched, Missing, DeadLettered, Cancelled int64
+	// Items counts the items; Mismatched, Missing, DeadLettered,
+	// Cancelled and Unexpected those that ended so (a match is not
+	// counted: the matched items of a complete run are the others'
+	// complement).
+	Items, Mismatched, Missing, DeadLettered, Cancelled, Unexpected int64
 	// MismatchedMinor, MissingMinor and DeadLetteredMinor sum the expected
-	// amounts of those items, in minor units of Currency.
-	MismatchedMinor, MissingMinor, DeadLetteredMinor int64
+	// amounts of those items, in minor units of Currency; UnexpectedMinor
+	// sums the provider's amounts of the unexpected ones (the file has
+	// none).
+	MismatchedMinor, MissingMinor, DeadLetteredMinor, UnexpectedMinor int64
 }
 
 // Breakdowns returns the breakdown of each of the runs by provider and
@@ -85,7 +90,8 @@ type Breakdown struct {
 func Breakdowns(ctx context.Context, db Querier, runIDs []uuid.UUID) ([]Breakdown, error) {
 	rows, err := db.Query(ctx, `
 		SELECT run_id, provider, currency, sum(item_count), sum(mismatched), sum(missing), sum(dead_lettered),
-		       sum(cancelled), sum(mismatched_minor), sum(missing_minor), sum(dead_lettered_minor)
+		       sum(cancelled), sum(unexpected), sum(mismatched_minor), sum(missing_minor), sum(dead_lettered_minor),
+		       sum(unexpected_minor)
 		  FROM run_breakdown WHERE run_id = ANY ($1)
 		 GROUP BY run_id, provider, currency
 		 ORDER BY run_id, provider, currency`, runIDs)

@@ -91,6 +91,24 @@ func complete(ctx context.Context, tx DB, cs []Change, changed []changedRow, acc
 	return res, nil
 }
 
+// CompleteListed completes run runID, in tx, if none of its items is open:
+// the transaction that ends a listing of the run (done or failed) calls it,
+// as the items judged from the listed pages may all have been recorded
+// before the listing's last page. It takes the run's lock like the
+// recorders that empty a shard, so exactly one of them completes the run,
+// and returns whether tx did.
+func CompleteListed(ctx context.Context, tx DB, runID uuid.UUID, at time.Time, actor string) (bool, error) {
+	b := &pgx.Batch{}
+	b.Queue(lockRun, runID)
+	b.Queue(completeRun, runID, at, actor)
+	var res Result
+	rounds, err := sendCompletions(ctx, tx, b, 0, []uuid.UUID{runID}, &res)
+	if err != nil || len(rounds) == 0 {
+		return false, err
+	}
+	return true, announceCompletion(ctx, tx, runID, rounds[0], &at)
+}
+
 // sendCompletions sends the batch of complete and reads its answers: it
 // adds the runs it completed to res and returns their completion rounds, in
 // the same order.
@@ -159,13 +177,17 @@ var (
 	// completeRun runs after lockRun, in a fresh READ COMMITTED snapshot:
 	// the last shard-emptying transaction to get the lock sees all the
 	// others committed, finds no open item and writes the completion. It
-	// answers one row when it completed the run.
+	// answers one row when it completed the run. A run whose provider list
+	// is still being paged through (list mode) is not complete however
+	// many of its items are judged: the listing's end records its
+	// unexpected items and then completes it (CompleteListed).
 	completeRun = `
 		WITH totals AS (
 		    SELECT ` + perTerminal(`sum(%s) AS %s`, `, `) + `,
 		           sum(provider_calls) AS provider_calls, sum(throttles) AS throttles
 		      FROM run_shards WHERE run_id = $1
-		    HAVING sum(remaining) = 0),
+		    HAVING sum(remaining) = 0
+		       AND NOT EXISTS (SELECT FROM run_listings WHERE run_id = $1 AND state = 'listing')),
 		done AS (
 		    UPDATE runs SET completed_at = coalesce($2, now()),
 		                    first_completed_at = coalesce(first_completed_at, $2, now())

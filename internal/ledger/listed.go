@@ -51,23 +51,22 @@ func StoreListed(ctx context.Context, tx DB, runID uuid.UUID, provider string, p
 	return int(tag.RowsAffected()), nil
 }
 
-// ListedFor returns the listed records of the given items, by item, for the
-// items whose provider listed one under the item's transaction id (an item
-// that names no provider belongs to the default one, whatever its name).
-// Items without a listed record are absent.
-func ListedFor(ctx context.Context, db DB, keys []Key) (map[Key]Listed, error) {
+// ListedFor returns the records that provider's listing stored for the
+// given items, by item; items without a listed record are absent. The
+// caller asks for the items of that provider (and, for the default
+// provider, those that name none). Each key is one lookup of the primary
+// key (run_id, provider, record_id), however many records the run has.
+func ListedFor(ctx context.Context, db DB, provider string, keys []Key) (map[Key]Listed, error) {
 	runs := make([]uuid.UUID, len(keys))
 	ids := make([]string, len(keys))
 	for i, k := range keys {
 		runs[i], ids[i] = k.RunID, k.TransactionID
 	}
 	rows, err := db.Query(ctx, `
-		SELECT i.run_id, p.record_id, p.amount_minor, p.currency, p.status, p.kind
+		SELECT p.run_id, p.record_id, p.amount_minor, p.currency, p.status, p.kind
 		  FROM unnest($1::uuid[], $2::text[]) AS k(run_id, transaction_id)
-		  JOIN items i USING (run_id, transaction_id)
-		  JOIN provider_records p ON p.run_id = i.run_id AND p.record_id = i.transaction_id
-		                         AND (p.provider = i.provider OR i.provider = '')`,
-		runs, ids)
+		  JOIN provider_records p ON p.run_id = k.run_id AND p.provider = $3 AND p.record_id = k.transaction_id`,
+		runs, ids, provider)
 	if err != nil {
 		return nil, fmt.Errorf("read listed records of %d items: %w", len(keys), err)
 	}
@@ -98,10 +97,12 @@ const FromListed = "listed"
 // values and one transition (listed → unexpected), and is counted in the
 // run's completion counters. The item's expected side is empty (amount 0,
 // status empty, no account: the file has no such payment); its currency is
-// the provider's, its occurred_at the time it was recorded. Call it once
-// the listing is complete, before any item of the run is judged from it,
-// so the run cannot complete without its unexpected items. It returns how
-// many items it added; a second call adds none.
+// the provider's, its occurred_at the time it was recorded. The run's
+// breakdown counts them and sums the provider's amounts, by currency. Call
+// it in the transaction that ends the listing: a run does not complete
+// while its listing goes on (see completeRun), so it cannot complete
+// without its unexpected items. It returns how many items it added; a
+// second call adds none.
 func RecordUnexpected(ctx context.Context, tx DB, runID uuid.UUID, provider, actor string, at time.Time) (int, error) {
 	args := pgx.NamedArgs{"run_id": runID, "provider": provider, "actor": actor, "at": at,
 		"shard": unexpectedShard, "reason": ReasonUnexpected, "from": FromListed}
@@ -118,7 +119,14 @@ func RecordUnexpected(ctx context.Context, tx DB, runID uuid.UUID, provider, act
 		      FROM provider_records p, run
 		     WHERE p.run_id = @run_id AND p.provider = @provider
 		       AND NOT EXISTS (SELECT FROM items i WHERE i.run_id = p.run_id AND i.transaction_id = p.record_id)
-		    RETURNING transaction_id),
+		    RETURNING transaction_id, currency, provider_amount_minor),
+		broken AS (
+		    INSERT INTO run_breakdown AS b (run_id, shard, provider, currency, item_count, unexpected, unexpected_minor)
+		    SELECT @run_id, @shard, @provider, currency, count(*), count(*), sum(provider_amount_minor)
+		      FROM new GROUP BY currency
+		    ON CONFLICT (run_id, shard, provider, currency) DO UPDATE
+		       SET item_count = b.item_count + excluded.item_count, unexpected = b.unexpected + excluded.unexpected,
+		           unexpected_minor = b.unexpected_minor + excluded.unexpected_minor),
 		grown AS (UPDATE runs SET item_count = item_count + (SELECT count(*) FROM new) WHERE run_id = @run_id),
 		counted AS (
 		    INSERT INTO run_shards AS s (run_id, shard, provider, remaining, unexpected)
@@ -170,4 +178,34 @@ func RunDayOf(ctx context.Context, db DB, runID uuid.UUID) (RunDay, error) {
 		return RunDay{}, fmt.Errorf("read the business date of run %s: %w", runID, err)
 	}
 	return d, nil
+}
+
+// ChooseCheckMode returns how run runID's items are checked (runs.check_mode:
+// lookup, list or auto): the mode recorded by the first consumer to claim
+// one of them, which is mode when this call is that first one. Consumers
+// follow the run's mode whatever their own, so that a run is never listed
+// by one consumer while another completes it by lookups.
+func ChooseCheckMode(ctx context.Context, db DB, runID uuid.UUID, mode string) (string, error) {
+	// Two first consumers at once: the second's update waits for the
+	// first's and then matches no row, and its snapshot (taken before the
+	// first committed) does not see the mode either; a second statement
+	// does.
+	for range 2 {
+		var chosen string
+		err := db.QueryRow(ctx, `
+			WITH chosen AS (
+			    UPDATE runs SET check_mode = $2 WHERE run_id = $1 AND check_mode IS NULL RETURNING check_mode)
+			SELECT check_mode FROM chosen
+			UNION ALL
+			SELECT check_mode FROM runs WHERE run_id = $1 AND check_mode IS NOT NULL
+			LIMIT 1`, runID, mode).Scan(&chosen)
+		if errors.Is(err, pgx.ErrNoRows) {
+			continue
+		}
+		if err != nil {
+			return "", fmt.Errorf("choose how run %s is checked: %w", runID, err)
+		}
+		return chosen, nil
+	}
+	return "", fmt.Errorf("choose how run %s is checked: no such run", runID)
 }

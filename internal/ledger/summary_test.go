@@ -90,7 +90,7 @@ func itemTotals(t *testing.T, pool *pgxpool.Pool, runID uuid.UUID) []ledger.Prov
 		SELECT provider, count(*),
 		       count(*) FILTER (WHERE state = 'matched'), count(*) FILTER (WHERE state = 'mismatched'),
 		       count(*) FILTER (WHERE state = 'missing'), count(*) FILTER (WHERE state = 'dead_lettered'),
-		       count(*) FILTER (WHERE state IN ('queued', 'retry_scheduled')),
+		       count(*) FILTER (WHERE state = 'unexpected'), count(*) FILTER (WHERE state IN ('queued', 'retry_scheduled')),
 		       coalesce(sum(attempts), 0), coalesce(sum(throttles), 0)
 		  FROM items WHERE run_id = $1
 		 GROUP BY provider ORDER BY provider`, runID)

@@ -106,7 +106,12 @@ func Window(date time.Time, loc *time.Location, margin time.Duration) (from, to 
 // pages until the last, or waits while another process holds the lease and
 // takes over if that process stops renewing it. It returns once the
 // listing is done or failed, or with ctx's error or ErrAuth.
-func (l *Lister) List(ctx context.Context, runID uuid.UUID) (Result, error) {
+//
+// stored, when not nil, is called with the record ids of each page this
+// process stored, once the page's transaction committed and before the
+// next page is asked for: list mode judges the page's items meanwhile. It
+// runs on List's goroutine, so it paces the listing.
+func (l *Lister) List(ctx context.Context, runID uuid.UUID, stored func(ctx context.Context, ids []string)) (Result, error) {
 	logger := cmp.Or(l.Logger, slog.New(slog.DiscardHandler)).With("run_id", runID, "provider", l.Provider)
 	if err := l.open(ctx, runID); err != nil {
 		return Result{}, err
@@ -128,7 +133,7 @@ func (l *Lister) List(ctx context.Context, runID uuid.UUID) (Result, error) {
 			continue
 		}
 		logger.Info("listing the provider's records", "from", lease.from, "to", lease.to, "pages_stored", lease.pages)
-		if err := l.fetch(ctx, runID, lease, &res, logger); err != nil {
+		if err := l.fetch(ctx, runID, lease, &res, stored, logger); err != nil {
 			return res, err
 		}
 	}
@@ -193,7 +198,8 @@ var errLeaseLost = errors.New("listing lease lost")
 
 // fetch fetches and stores pages under the lease until the last page, a
 // failure that ends the listing, or the lease is lost.
-func (l *Lister) fetch(ctx context.Context, runID uuid.UUID, ls lease, res *Result, logger *slog.Logger) error {
+func (l *Lister) fetch(ctx context.Context, runID uuid.UUID, ls lease, res *Result, stored func(context.Context, []string),
+	logger *slog.Logger) error {
 	failures := 0
 	calls := 0 // page requests not yet counted in the listing's row
 	for {
@@ -214,7 +220,7 @@ func (l *Lister) fetch(ctx context.Context, runID uuid.UUID, ls lease, res *Resu
 			return err
 		case err == nil && resp.Status >= 200 && resp.Status < 300:
 			l.Limiter.Succeeded()
-			stored, err := l.store(ctx, runID, ls, page, calls, res)
+			next, err := l.store(ctx, runID, ls, page, calls, res)
 			if errors.Is(err, errLeaseLost) {
 				logger.Warn("listing lease lost; another consumer continues from the stored cursor")
 				return nil
@@ -222,8 +228,15 @@ func (l *Lister) fetch(ctx context.Context, runID uuid.UUID, ls lease, res *Resu
 			if err != nil {
 				return err
 			}
-			ls = stored
+			ls = next
 			failures, calls = 0, 0
+			if stored != nil && len(page.Records) > 0 {
+				ids := make([]string, len(page.Records))
+				for i, r := range page.Records {
+					ids[i] = r.ID
+				}
+				stored(ctx, ids)
+			}
 			if ls.state != Listing {
 				res.State = ls.state
 				logger.Info("listing done", "pages", ls.pages, "records", ls.records, "unexpected", res.Unexpected)
@@ -311,7 +324,11 @@ func (l *Lister) store(ctx context.Context, runID uuid.UUID, ls lease, page prov
 			return errLeaseLost
 		}
 		if next.state == Done {
-			unexpected, err = ledger.RecordUnexpected(ctx, tx, runID, l.Provider, l.Actor, time.Now())
+			now := time.Now()
+			if unexpected, err = ledger.RecordUnexpected(ctx, tx, runID, l.Provider, l.Actor, now); err != nil {
+				return err
+			}
+			_, err = ledger.CompleteListed(ctx, tx, runID, now, l.Actor)
 		}
 		return err
 	})
@@ -324,11 +341,19 @@ func (l *Lister) store(ctx context.Context, runID uuid.UUID, ls lease, page prov
 
 // fail ends the listing as failed, so the run's items are looked up.
 func (l *Lister) fail(ctx context.Context, runID uuid.UUID, ls lease, calls int, reason string, logger *slog.Logger) error {
-	_, err := l.Pool.Exec(ctx, `
-		UPDATE run_listings SET state = 'failed', reason = $4, calls = calls + $5, finished_at = now(), leased_by = NULL,
-		                        lease_until = NULL
-		 WHERE run_id = $1 AND provider = $2 AND lease_token = $3 AND state = 'listing'`,
-		runID, l.Provider, ls.token, reason, calls)
+	err := pgx.BeginFunc(ctx, l.Pool, func(tx pgx.Tx) error {
+		tag, err := tx.Exec(ctx, `
+			UPDATE run_listings SET state = 'failed', reason = $4, calls = calls + $5, finished_at = now(), leased_by = NULL,
+			                        lease_until = NULL
+			 WHERE run_id = $1 AND provider = $2 AND lease_token = $3 AND state = 'listing'`,
+			runID, l.Provider, ls.token, reason, calls)
+		if err != nil || tag.RowsAffected() == 0 {
+			return err
+		}
+		// The items judged from the stored pages may be all the run had.
+		_, err = ledger.CompleteListed(ctx, tx, runID, time.Now(), l.Actor)
+		return err
+	})
 	if err != nil {
 		return fmt.Errorf("end the listing of run %s: %w", runID, err)
 	}

@@ -43,6 +43,20 @@ func (s *Server) SetLate(late map[string]bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.cfg.List.Late = late
+	s.listed = listedWindow{}
+}
+
+// listedWindow is the last window's listed ids, kept while what decides
+// them stays the same (the window, the late records, the faults, the
+// shape's filter): every
+// page of a listing reads the same list, and building it walks every
+// record.
+type listedWindow struct {
+	from, to time.Time
+	cleared  bool
+	filter   string
+	ids      []string
+	ok       bool
 }
 
 // PageCalls returns how many times the list answered the page at cursor
@@ -82,80 +96,142 @@ func (s *Server) listAnswer(h http.Header, r *http.Request, now time.Time) answe
 	if ferr != nil || terr != nil || !to.After(from) {
 		return answer{status: http.StatusBadRequest, body: errorBody("invalid_request", "from and to: want RFC 3339 instants, from before to")}
 	}
-	limit := 100
-	if v := q.Get("limit"); v != "" {
-		n, err := strconv.Atoi(v)
-		if err != nil || n < 1 || n > maxListLimit {
-			return answer{status: http.StatusBadRequest, body: errorBody("invalid_request", "limit: want 1 to 1000")}
-		}
-		limit = n
+	limit, ok := pageLimit(q.Get("limit"), 100, maxListLimit)
+	if !ok {
+		return answer{status: http.StatusBadRequest, body: errorBody("invalid_request", "limit: want 1 to 1000")}
 	}
 	cursor := q.Get("cursor")
-	offset := 0
-	if cursor != "" {
-		n, ok := strings.CutPrefix(cursor, "o")
-		v, err := strconv.Atoi(n)
-		if !ok || err != nil || v < 0 {
-			return answer{status: http.StatusBadRequest, body: errorBody("invalid_cursor", "no such cursor")}
-		}
-		offset = v
+	offset, ok := offsetCursor(cursor)
+	if !ok {
+		return answer{status: http.StatusBadRequest, body: errorBody("invalid_cursor", "no such cursor")}
 	}
+	pq := pageQuery{from: from, to: to, cursor: cursor, limit: limit, offset: func([]string) (int, bool) { return offset, true }}
+	pg, refused := s.page(h, pq, func() *answer { return s.authLocked(h, r) }, now)
+	if refused != nil {
+		return *refused
+	}
+	body := listPage{Data: pg.records}
+	if pg.more {
+		body.NextCursor = "o" + strconv.Itoa(pg.end)
+	}
+	return answer{status: http.StatusOK, body: body}
+}
 
+// pageLimit reads a page size parameter: def when empty, else 1 to most.
+func pageLimit(v string, def, most int) (int, bool) {
+	if v == "" {
+		return def, true
+	}
+	n, err := strconv.Atoi(v)
+	return n, err == nil && n >= 1 && n <= most
+}
+
+// offsetCursor reads an opaque cursor of the simulator's lists, "o" and
+// the offset of the page; "" is the first page.
+func offsetCursor(cursor string) (int, bool) {
+	if cursor == "" {
+		return 0, true
+	}
+	n, ok := strings.CutPrefix(cursor, "o")
+	v, err := strconv.Atoi(n)
+	return v, ok && err == nil && v >= 0
+}
+
+// pageQuery is one list request, whatever the shape that asked it.
+type pageQuery struct {
+	from, to time.Time
+	// cursor is the request's cursor as sent ("" for the first page); it
+	// names the page in PageCalls.
+	cursor string
+	limit  int
+	// offset finds where the page starts in the window's listed ids;
+	// false: the cursor names no page.
+	offset func(ids []string) (int, bool)
+	// keep, when set, lists only the records it keeps (a shape's list
+	// holds one kind of object); filter names it for the cache.
+	keep   func(id string) bool
+	filter string
+}
+
+// servedPage is one page the list served.
+type servedPage struct {
+	records []provider.Record
+	// end is the offset after the page, total the records of the window,
+	// more whether records follow.
+	end, total int
+	more       bool
+}
+
+// page serves one page of the list for any shape: it counts the call,
+// checks the credentials (auth, called under the simulator's lock, returns
+// the refusal), the rate limit and the faults between pages, and returns
+// the page's records, or the answer that refuses it. Pages after the first
+// shift one record back with ListConfig.Shift.
+func (s *Server) page(h http.Header, q pageQuery, auth func() *answer, now time.Time) (servedPage, *answer) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.calls++
 	s.listCalls++
 	sec := s.secondLocked(now)
 	sec.Calls++
-	a := s.listLocked(h, r, from, to, cursor, offset, limit, now)
-	s.byStatus[a.status]++
+	pg, a := s.pageLocked(h, q, auth, now)
+	status := http.StatusOK
+	if a != nil {
+		status = a.status
+	}
+	s.byStatus[status]++
 	switch {
-	case a.status == http.StatusTooManyRequests:
+	case status == http.StatusTooManyRequests:
 		s.throttled++
 		sec.Throttled++
-	case a.status == http.StatusOK:
+	case status == http.StatusOK:
 		sec.OK++
-		s.pagesServed[from.UTC().Format(time.RFC3339)+"/"+to.UTC().Format(time.RFC3339)+"/"+cursor]++
+		s.pagesServed[q.from.UTC().Format(time.RFC3339)+"/"+q.to.UTC().Format(time.RFC3339)+"/"+q.cursor]++
 	default:
 		sec.Failed++
 	}
-	return a
+	return pg, a
 }
 
-func (s *Server) listLocked(h http.Header, r *http.Request, from, to time.Time, cursor string, offset, limit int, now time.Time) answer {
-	if a := s.authLocked(h, r); a != nil {
-		return *a
+func (s *Server) pageLocked(h http.Header, q pageQuery, auth func() *answer, now time.Time) (servedPage, *answer) {
+	if a := auth(); a != nil {
+		return servedPage{}, a
 	}
 	if a := s.limitLocked(h, now); a != nil {
-		return *a
+		return servedPage{}, a
 	}
-	if cursor != "" && s.listFaults < s.cfg.List.Faults {
+	if q.cursor != "" && s.listFaults < s.cfg.List.Faults {
 		s.listFaults++
-		return answer{status: http.StatusServiceUnavailable, body: errorBody("unavailable", "try again")}
+		return servedPage{}, &answer{status: http.StatusServiceUnavailable, body: errorBody("unavailable", "try again")}
 	}
-	ids := s.listedLocked(from, to)
-	if cursor != "" && s.cfg.List.Shift {
+	ids := s.listedLocked(q.from, q.to, q.keep, q.filter)
+	offset, ok := q.offset(ids)
+	if !ok {
+		return servedPage{}, &answer{status: http.StatusBadRequest, body: errorBody("invalid_cursor", "no such cursor")}
+	}
+	if q.cursor != "" && s.cfg.List.Shift {
 		offset = max(offset-1, 0)
 	}
-	page := listPage{Data: []provider.Record{}}
-	end := min(offset+limit, len(ids))
+	end := min(offset+q.limit, len(ids))
+	pg := servedPage{records: make([]provider.Record, 0, end-min(offset, end)), end: end, total: len(ids), more: end < len(ids)}
 	for _, id := range ids[min(offset, end):end] {
 		rec := s.records[id]
 		if !s.faultsCleared && s.fault(id) == FaultMismatch {
 			rec, _ = s.mismatch(rec)
 		}
-		page.Data = append(page.Data, rec)
+		pg.records = append(pg.records, rec)
 	}
-	if end < len(ids) {
-		page.NextCursor = "o" + strconv.Itoa(offset+limit)
-	}
-	return answer{status: http.StatusOK, body: page}
+	return pg, nil
 }
 
-// listedLocked returns the ids of the listed records made in [from, to),
-// ordered by time and id. A record the dataset's faults make missing is
-// not listed, as a lookup does not find it.
-func (s *Server) listedLocked(from, to time.Time) []string {
+// listedLocked returns the ids of the listed records made in [from, to)
+// that keep keeps (all when nil), ordered by time and id. A record the
+// dataset's faults make missing is not listed, as a lookup does not find
+// it.
+func (s *Server) listedLocked(from, to time.Time, keep func(string) bool, filter string) []string {
+	if w := s.listed; w.ok && w.from.Equal(from) && w.to.Equal(to) && w.cleared == s.faultsCleared && w.filter == filter {
+		return w.ids
+	}
 	if s.listOrder == nil {
 		s.listOrder = make([]string, 0, len(s.records))
 		for id := range s.records {
@@ -173,9 +249,11 @@ func (s *Server) listedLocked(from, to time.Time) []string {
 		case timed && (t.Before(from) || !t.Before(to)):
 		case s.cfg.List.Late[id]:
 		case !s.faultsCleared && s.fault(id) == FaultMissing:
+		case keep != nil && !keep(id):
 		default:
 			ids = append(ids, id)
 		}
 	}
+	s.listed = listedWindow{from: from, to: to, cleared: s.faultsCleared, filter: filter, ids: ids, ok: true}
 	return ids
 }

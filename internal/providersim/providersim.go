@@ -156,6 +156,7 @@ type Server struct {
 	// The list: its order (by time, then id), pages answered 200 by
 	// window and cursor, list calls, and the faults between pages served.
 	listOrder   []string
+	listed      listedWindow
 	pagesServed map[string]int
 	listCalls   int64
 	listFaults  int

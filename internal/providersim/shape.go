@@ -157,6 +157,8 @@ func (h *shaped) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		h.s.ServeHTTP(w, r)
 	case h.shape == ShapePayPal && path == "/v1/oauth2/token":
 		h.serveToken(w, r)
+	case listShapes[h.shape] != nil && path == listShapes[h.shape].path:
+		h.serveList(w, r, listShapes[h.shape])
 	default:
 		o, esc, ok := h.spec.find(path)
 		if !ok {

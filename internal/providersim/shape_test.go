@@ -3,6 +3,7 @@ package providersim
 import (
 	"cmp"
 	"fmt"
+	"net/http"
 	"net/http/httptest"
 	"strings"
 	"testing"
@@ -41,6 +42,45 @@ func kindsDataset(n int) ([]provider.Record, map[string]string, map[string]strin
 	return recs, kinds, accounts
 }
 
+// shapeDataset is kindsDataset(n) with every status the shape cannot say
+// for a kind replaced by one it can.
+func shapeDataset(shape Shape, n int) ([]provider.Record, map[string]string, map[string]string) {
+	recs, kinds, accounts := kindsDataset(n)
+	for i := range recs {
+		kind := cmp.Or(kinds[recs[i].ID], payments.KindPayment)
+		if !shape.Expresses(kind, recs[i].Status) {
+			recs[i].Status = map[string]string{payments.KindPayment: payments.StatusSucceeded,
+				payments.KindRefund: payments.StatusSucceeded, payments.KindDispute: payments.StatusDisputed}[kind]
+		}
+	}
+	return recs, kinds, accounts
+}
+
+// shapedClient serves a simulator of cfg (its token set) in the shape and
+// returns it, its handler and a client of the built-in profile of the same
+// name.
+func shapedClient(t *testing.T, shape Shape, cfg Config) (*Server, http.Handler, *provider.Client) {
+	t.Helper()
+	cfg.Token = "sim-token"
+	sim, err := New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h, err := Shaped(sim, shape, ShapeConfig{ClientID: "cid", ClientSecret: "csecret"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(h)
+	t.Cleanup(srv.Close)
+	p, _ := profile.Builtin(shape.String())
+	c, err := provider.New(provider.Config{BaseURL: srv.URL, Profile: p, Token: "sim-token", ClientID: "cid", ClientSecret: "csecret",
+		Timeout: 5 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return sim, h, c
+}
+
 // TestShapesMatchTruth: each shape, read by the built-in profile of the same
 // name, gives every transaction of every kind the outcome the simulator's
 // truth says, asked as the consumer asks: the item's kind and account.
@@ -49,31 +89,9 @@ func TestShapesMatchTruth(t *testing.T) {
 	for _, shape := range []Shape{ShapeStripe, ShapePayPal, ShapeSquare} {
 		t.Run(shape.String(), func(t *testing.T) {
 			t.Parallel()
-			recs, kinds, accounts := kindsDataset(300)
-			for i := range recs {
-				kind := cmp.Or(kinds[recs[i].ID], payments.KindPayment)
-				if !shape.Expresses(kind, recs[i].Status) {
-					recs[i].Status = map[string]string{payments.KindPayment: payments.StatusSucceeded,
-						payments.KindRefund: payments.StatusSucceeded, payments.KindDispute: payments.StatusDisputed}[kind]
-				}
-			}
-			sim, err := New(Config{Records: recs, Kinds: kinds, Accounts: accounts, Seed: 7, Token: "sim-token", TransientCalls: 1,
+			recs, kinds, accounts := shapeDataset(shape, 300)
+			sim, h, c := shapedClient(t, shape, Config{Records: recs, Kinds: kinds, Accounts: accounts, Seed: 7, TransientCalls: 1,
 				Shares: Shares{Mismatch: 0.1, Missing: 0.1, BadRequest: 0.05, BadBody: 0.05, Transient: 0.1}})
-			if err != nil {
-				t.Fatal(err)
-			}
-			h, err := Shaped(sim, shape, ShapeConfig{ClientID: "cid", ClientSecret: "csecret"})
-			if err != nil {
-				t.Fatal(err)
-			}
-			srv := httptest.NewServer(h)
-			t.Cleanup(srv.Close)
-			p, _ := profile.Builtin(shape.String())
-			c, err := provider.New(provider.Config{BaseURL: srv.URL, Profile: p, Token: "sim-token", ClientID: "cid", ClientSecret: "csecret",
-				Timeout: 5 * time.Second})
-			if err != nil {
-				t.Fatal(err)
-			}
 			policy := decision.Policy{MaxAttempts: 3}.WithDefaults()
 			game := map[string]provider.Record{}
 			for _, r := range recs {

@@ -350,22 +350,51 @@ func (q *Queue) claim(ctx context.Context, n int, provider *string) ([]Delivery,
 		filter = " AND provider = @provider"
 		args["provider"] = *provider
 	}
-	rows, err := q.pool.Query(ctx, `
+	return q.lease(ctx, fmt.Sprintf("claim %d messages", n), lease, `
 WITH picked AS (
     SELECT message_id FROM queue_messages
      WHERE state = 'ready' AND visible_at <= coalesce(@now::timestamptz, now())`+filter+`
      ORDER BY visible_at, message_id
      LIMIT @n
-       FOR UPDATE SKIP LOCKED)
+       FOR UPDATE SKIP LOCKED)`+leasePicked, args)
+}
+
+// ClaimKeys claims the visible ready messages among those with the given
+// idempotency keys and one of providers, skipping messages other consumers
+// are claiming, as Claim does. List mode claims the messages of a stored
+// page's items with it while later pages are being fetched; keys without a
+// claimable message are skipped.
+func (q *Queue) ClaimKeys(ctx context.Context, keys, providers []string) ([]Delivery, error) {
+	if len(keys) == 0 {
+		return nil, nil
+	}
+	lease := uuid.New()
+	args := pgx.StrictNamedArgs{"now": q.now(), "keys": keys, "providers": providers, "lease": lease,
+		"visibility_us": q.cfg.Visibility.Microseconds()}
+	return q.lease(ctx, fmt.Sprintf("claim the messages of %d keys", len(keys)), lease, `
+WITH picked AS (
+    SELECT message_id FROM queue_messages
+     WHERE idempotency_key = ANY(@keys::text[]) AND state = 'ready' AND visible_at <= coalesce(@now::timestamptz, now())
+       AND provider = ANY(@providers::text[])
+     ORDER BY message_id
+       FOR UPDATE SKIP LOCKED)`+leasePicked, args)
+}
+
+// leasePicked leases the messages of a query's CTE "picked" (see lease).
+const leasePicked = `
 UPDATE queue_messages m
    SET lease = @lease, deliveries = m.deliveries + 1,
        visible_at = coalesce(@now::timestamptz, now()) + @visibility_us::bigint * interval '1 microsecond'
   FROM picked
  WHERE m.message_id = picked.message_id
-RETURNING m.message_id, m.deliveries, m.run_id, m.reconciliation_id, m.transaction_id, m.idempotency_key, m.attempt, m.provider`,
-		args)
+RETURNING m.message_id, m.deliveries, m.run_id, m.reconciliation_id, m.transaction_id, m.idempotency_key, m.attempt, m.provider`
+
+// lease runs a claim statement ending in leasePicked and returns its
+// deliveries in message order; what names the claim in errors.
+func (q *Queue) lease(ctx context.Context, what string, lease uuid.UUID, sql string, args pgx.StrictNamedArgs) ([]Delivery, error) {
+	rows, err := q.pool.Query(ctx, sql, args)
 	if err != nil {
-		return nil, fmt.Errorf("claim %d messages: %w", n, dbconn.ElideValues(err))
+		return nil, fmt.Errorf("%s: %w", what, dbconn.ElideValues(err))
 	}
 	ds, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (Delivery, error) {
 		d := Delivery{Lease: lease}
@@ -374,7 +403,7 @@ RETURNING m.message_id, m.deliveries, m.run_id, m.reconciliation_id, m.transacti
 		return d, err
 	})
 	if err != nil {
-		return nil, fmt.Errorf("claim %d messages: %w", n, err)
+		return nil, fmt.Errorf("%s: %w", what, err)
 	}
 	slices.SortFunc(ds, func(a, b Delivery) int { return cmp.Compare(a.ID, b.ID) })
 	return ds, nil

@@ -106,9 +106,9 @@ func providerName(p string) string { return cmp.Or(p, "(default)") }
 // writeProviderTotals writes one line per provider of a run.
 func writeProviderTotals(bw *bufio.Writer, indent string, totals []ledger.ProviderTotal) {
 	for _, p := range totals {
-		fmt.Fprintf(bw, "%sprovider %s: %s items: %s matched, %s mismatched, %s missing, %s dead-lettered, %s open; %s provider calls, %s throttled\n",
+		fmt.Fprintf(bw, "%sprovider %s: %s items: %s matched, %s mismatched, %s missing, %s dead-lettered%s, %s open; %s provider calls, %s throttled\n",
 			indent, providerName(p.Provider), count(p.Items), count(p.Matched), count(p.Mismatched), count(p.Missing),
-			count(p.DeadLettered), count(p.Open), human.Count(p.ProviderCalls), human.Count(p.Throttles))
+			count(p.DeadLettered), UnexpectedCount(p.Unexpected), count(p.Open), human.Count(p.ProviderCalls), human.Count(p.Throttles))
 	}
 }
 

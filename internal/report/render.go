@@ -87,7 +87,7 @@ func (st Status) WriteText(w io.Writer) error {
 		}
 		fmt.Fprintf(bw, "  items     %s: %s matched, %s mismatched, %s missing, %s dead-lettered, %s cancelled%s, %s queued, %s retry scheduled\n",
 			count(r.Items), count(s.Matched), count(s.Mismatched), count(s.Missing), count(s.DeadLettered), count(s.Cancelled),
-			unexpectedCount(s.Unexpected), count(s.Queued), count(s.RetryScheduled))
+			UnexpectedCount(s.Unexpected), count(s.Queued), count(s.RetryScheduled))
 		fmt.Fprintf(bw, "  progress  %s (%s of %s done)\n", fmtPercent(r.ProgressPercent, r.Open == 0), count(r.Items-r.Open), count(r.Items))
 		fmt.Fprintf(bw, "  calls     %s provider calls, %s throttled\n", human.Count(r.ProviderCalls), human.Count(r.Throttles))
 		writeProviderTotals(bw, "  ", r.Providers)

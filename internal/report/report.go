@@ -505,7 +505,7 @@ func (rep Report) WriteTable(w io.Writer) error {
 	}
 	fmt.Fprintf(bw, "%s items: %s matched, %s mismatched, %s missing, %s dead-lettered, %s cancelled%s, %s open; %s provider calls, %s throttled\n",
 		count(r.Items), count(r.Matched), count(r.Mismatched), count(r.Missing), count(r.DeadLettered), count(r.Cancelled),
-		unexpectedCount(r.Unexpected), count(r.Open), human.Count(r.ProviderCalls), human.Count(r.Throttles))
+		UnexpectedCount(r.Unexpected), count(r.Open), human.Count(r.ProviderCalls), human.Count(r.Throttles))
 	writeProviderTotals(bw, "", rep.Providers)
 	fmt.Fprintf(bw, "created %s, completed %s\n", fmtTime(r.CreatedAt), fmtTimePtr(r.CompletedAt))
 
@@ -570,10 +570,10 @@ func (rep Report) WriteTable(w io.Writer) error {
 // count writes an item count for people.
 func count(n int) string { return human.Count(int64(n)) }
 
-// unexpectedCount is ", N unexpected" when a run has unexpected records,
+// UnexpectedCount is ", N unexpected" when a run has unexpected records,
 // and nothing otherwise: a run checked by lookup never sees the records the
 // file lacks, so "0 unexpected" would claim what nobody looked at.
-func unexpectedCount(n int) string {
+func UnexpectedCount(n int) string {
 	if n == 0 {
 		return ""
 	}
