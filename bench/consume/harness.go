@@ -11,6 +11,7 @@ import (
 	"net/http/httptest"
 	"os"
 	"runtime"
+	"runtime/metrics"
 	"slices"
 	"strconv"
 	"strings"
@@ -184,6 +185,9 @@ type result struct {
 	// heapMax is the largest heap in use sampled during the run, heapEnd
 	// the heap in use at its end.
 	heapMax, heapEnd uint64
+	// live is the live heap the latest collection found, sampled during
+	// the run: what the process holds, not the collector's headroom.
+	live []liveHeap
 	// goCPU is this process's CPU time during the run; pgCPU that of the
 	// pool's server backends (0 when the server is not on this machine).
 	goCPU, pgCPU time.Duration
@@ -347,7 +351,7 @@ func execute(ctx context.Context, srv *server, sp spec, o options) (result, erro
 	stopEstimates()
 	estimate := <-estimates
 	stopHeap()
-	heapMax := <-heap
+	heapSeen := <-heap
 	for _, other := range others {
 		err = cmp.Or(err, other.err)
 		other.close()
@@ -364,7 +368,7 @@ func execute(ctx context.Context, srv *server, sp spec, o options) (result, erro
 		return result{}, ctx.Err()
 	}
 	res := result{spec: sp, elapsed: elapsed, sim: sim.Stats(), snap: c.Snapshot(), lim: lim.Snapshot(), goCPU: goCPU, pgCPU: pgCPU,
-		estimate: estimate, heapMax: heapMax, heapEnd: heapInUse()}
+		estimate: estimate, heapMax: heapSeen.peak, heapEnd: heapInUse(), live: heapSeen.live}
 	if cs, err := ledger.Completions(ctx, pool, time.Time{}); err == nil && len(cs) == 1 {
 		res.took, res.unexpected = cs[0].Took, cs[0].Unexpected
 	}
@@ -379,25 +383,50 @@ func execute(ctx context.Context, srv *server, sp spec, o options) (result, erro
 	return res, nil
 }
 
-// sampleHeap samples the heap in use every 500 ms until ctx ends and
-// then sends the largest sample.
-func sampleHeap(ctx context.Context) <-chan uint64 {
-	out := make(chan uint64, 1)
+// liveHeap is the live heap at a moment of the run.
+type liveHeap struct {
+	at    time.Duration
+	bytes uint64
+}
+
+// heapSeen is what sampleHeap saw: the largest heap in use and the live
+// heap over the run.
+type heapSeen struct {
+	peak uint64
+	live []liveHeap
+}
+
+// sampleHeap samples the heap in use and the live heap every 500 ms until
+// ctx ends, then sends what it saw.
+func sampleHeap(ctx context.Context) <-chan heapSeen {
+	out := make(chan heapSeen, 1)
 	go func() {
 		t := time.NewTicker(500 * time.Millisecond)
 		defer t.Stop()
-		var peak uint64
+		start := time.Now()
+		var seen heapSeen
+		live := []metrics.Sample{{Name: "/gc/heap/live:bytes"}}
 		for {
-			peak = max(peak, heapInUse())
+			seen.peak = max(seen.peak, heapInUse())
+			metrics.Read(live)
+			seen.live = append(seen.live, liveHeap{at: time.Since(start), bytes: live[0].Value.Uint64()})
 			select {
 			case <-ctx.Done():
-				out <- peak
+				out <- seen
 				return
 			case <-t.C:
 			}
 		}
 	}()
 	return out
+}
+
+// liveAt returns the live heap sampled at share (0 to 1) of the run.
+func liveAt(samples []liveHeap, share float64) uint64 {
+	if len(samples) == 0 {
+		return 0
+	}
+	return samples[min(len(samples)-1, int(share*float64(len(samples))))].bytes
 }
 
 // heapInUse is the Go heap in use, in bytes.

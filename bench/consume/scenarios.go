@@ -432,6 +432,12 @@ func listScenario(name string, items int, rate float64, target float64) scenario
 				{name: "lookup mode's floor (items / rate)", value: lookupFloor, unit: "s"},
 				{name: "heap in use: peak", value: float64(r.heapMax) / (1 << 20), unit: "MiB"},
 				{name: "heap in use: end", value: float64(r.heapEnd) / (1 << 20), unit: "MiB"},
+				// The simulator's records and the day's file are in the
+				// heap before the run starts; what the consumer holds shows
+				// as the live heap's change while it runs.
+				{name: "live heap at 10% of the run", value: float64(liveAt(r.live, 0.1)) / (1 << 20), unit: "MiB"},
+				{name: "live heap at 50% of the run", value: float64(liveAt(r.live, 0.5)) / (1 << 20), unit: "MiB"},
+				{name: "live heap at 90% of the run", value: float64(liveAt(r.live, 0.9)) / (1 << 20), unit: "MiB"},
 			}
 		},
 	}
