@@ -166,7 +166,7 @@ func TestSimulatedOutage(t *testing.T) {
 				backoffBase: 50 * time.Millisecond, backoffCap: time.Second}
 
 			// Without a circuit, the outage spends every attempt of the
-			// items it meets: what the issue saw.
+			// items it meets: the dead letters a night without one saw.
 			without := s.run(t)
 			if without.deadLettered == 0 || without.outageCalls < 1000 {
 				t.Fatalf("without a circuit: %+v; the simulation does not reproduce the outage", without)

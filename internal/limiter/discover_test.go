@@ -204,7 +204,7 @@ func steps(at []time.Duration, rates []float64) func(time.Duration) float64 {
 }
 
 // TestDiscoverySteady runs the discovery against token buckets of 5 to
-// 500/s, with a ceiling three times too high, and checks the issue's
+// 500/s, with a ceiling three times too high, and checks the discovery's
 // targets: at least 95% of what the provider could accept, at most 0.5%
 // 429s after the first 10 s.
 func TestDiscoverySteady(t *testing.T) {
@@ -246,7 +246,7 @@ func TestDiscoverySteady(t *testing.T) {
 	}
 }
 
-// TestDiscoveryChanging runs the changing schedules.
+// TestDiscoveryChanging runs the changing schedules of the discovery's targets.
 func TestDiscoveryChanging(t *testing.T) {
 	t.Parallel()
 	s := time.Second

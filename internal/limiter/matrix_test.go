@@ -215,7 +215,7 @@ func matrixCells() []matrixCell {
 	return cells
 }
 
-// matrixFigure is one figure of a cell with the target for it.
+// matrixFigure is one figure of a cell with the discovery's target for it.
 type matrixFigure struct {
 	name   string
 	value  float64
@@ -245,7 +245,7 @@ type matrixResult struct {
 	figures []matrixFigure
 }
 
-// figures measures a night of the cell against the targets.
+// figures measures a night of the cell against the discovery's targets.
 func (c matrixCell) figures(r nightResult) []matrixFigure {
 	var fs []matrixFigure
 	secs := int(matrixLength / time.Second)
@@ -316,7 +316,7 @@ func runMatrix(cells []matrixCell) []matrixResult {
 // TestDiscoveryMatrix runs the limit discovery against the shapes a
 // provider's limit can have (the suite's cross-section of matrixCells, or
 // every cell with -matrix.full) and prints, for each start, shape, pattern
-// and figure, the worst cell against the target. It fails when a
+// and figure, the worst cell against the discovery's target. It fails when a
 // cell misses an invariant (no call inside a known Retry-After window; told
 // the limit, no 429 after the first second), and, in the cross-section,
 // when a row's worst cell is worse than its regression bound in
@@ -486,7 +486,7 @@ func matrixFloorsLiteral(rows []*matrixRow) string {
 // matrixFloors are regression bounds of the suite's cross-section, measured
 // on this code with the margins of guarded (-matrix.floors prints them): the
 // worst cell of each row must stay at least this good. They are not the
-// issue's targets (the table's target column); where a row misses its
+// discovery's targets (the table's target column); where a row misses its
 // target, the bound only keeps it from getting worse.
 var matrixFloors = map[string]float64{
 	"unknown bucket-1call steady efficiency":             0.046,
