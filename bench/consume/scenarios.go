@@ -135,6 +135,12 @@ func shapeScenario(name string, rate float64, told float64, toldBurst int, shape
 	if rate > 250 {
 		concurrency = 16
 	}
+	// Little's law: rate × latency calls are in flight at the provider's
+	// rate, each holding a worker; twice that leaves the workers' own time
+	// (claiming, recording) room, so the workers never cap the rate the
+	// limiter is measured at.
+	latency := shape.Latency.Fixed + shape.Latency.Jitter
+	concurrency = max(concurrency, int(math.Ceil(2*rate*latency.Seconds())))
 	return scenario{
 		name:  "shape-" + name,
 		about: about,
