@@ -60,6 +60,19 @@ type written struct {
 	account string
 }
 
+// written is rec as the object o holds it, the same in a lookup's answer
+// and in a list's page: its amount as the provider writes it (a refund's or
+// a dispute's, the money going back, negated), its status word, what a
+// partial capture authorised and its connected account.
+func (h *shaped) written(o *objectSpec, rec provider.Record) written {
+	amount := rec.AmountMinor
+	if o.kind != payments.KindPayment {
+		amount = -amount
+	}
+	return written{rec: rec, word: o.wordOf(rec, amount), amount: amount,
+		authorized: h.s.partialCapture(rec), account: h.s.cfg.Accounts[rec.ID]}
+}
+
 // find returns the object spec whose endpoint path names, and the id.
 func (sp *shapeSpec) find(path string) (*objectSpec, string, bool) {
 	var best *objectSpec

@@ -12,7 +12,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/reconcile/reconcile/internal/payments"
 	"github.com/reconcile/reconcile/internal/provider"
 )
 
@@ -231,12 +230,7 @@ func (h *shaped) serveLookup(w http.ResponseWriter, r *http.Request, o *objectSp
 	}
 	switch rec, ok := a.body.(provider.Record); {
 	case a.status == http.StatusOK && ok:
-		amount := rec.AmountMinor
-		if o.kind != payments.KindPayment {
-			amount = -amount // the money going back, as the provider writes it
-		}
-		writeJSON(w, http.StatusOK, o.write(written{rec: rec, word: o.wordOf(rec, amount), amount: amount,
-			authorized: h.s.partialCapture(rec), account: h.s.cfg.Accounts[id]}))
+		writeJSON(w, http.StatusOK, o.write(h.written(o, rec)))
 	case a.body == nil: // an unreadable body, as is
 		w.Header().Set("Content-Type", "application/json")
 		w.WriteHeader(a.status)

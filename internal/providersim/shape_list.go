@@ -85,8 +85,7 @@ var stripeList = listShape{
 		o := h.spec.object(payments.KindPayment)
 		data := make([]any, len(pg.records))
 		for i, rec := range pg.records {
-			data[i] = o.write(written{rec: rec, word: o.wordOf(rec, rec.AmountMinor), amount: rec.AmountMinor,
-				authorized: h.s.partialCapture(rec), account: h.s.cfg.Accounts[rec.ID]})
+			data[i] = o.write(h.written(o, rec))
 		}
 		return map[string]any{"object": "list", "url": "/v1/payment_intents", "has_more": pg.more, "data": data}
 	},
