@@ -2,12 +2,14 @@ package migrations
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io/fs"
 	"slices"
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/pressly/goose/v3"
 )
 
@@ -84,40 +86,40 @@ func Status(ctx context.Context, q Querier) (current int64, list []Migration, er
 	return current, list, nil
 }
 
+// undefinedTable is PostgreSQL's SQLSTATE for a relation that does not
+// exist.
+const undefinedTable = "42P01"
+
 // appliedVersions reads goose's version table: version → time applied. A
-// database without the table has none.
+// database without the table has none. It is one statement, run by every
+// command before its work: the table's absence is the server's
+// undefined_table error rather than a second statement asking first. (In a
+// transaction that error would end it; no caller reads the version inside
+// one.)
 func appliedVersions(ctx context.Context, q Querier) (map[int64]time.Time, error) {
-	var present bool
-	rows, err := q.Query(ctx, `SELECT to_regclass('goose_db_version') IS NOT NULL`)
-	if err == nil {
-		_, err = pgx.ForEachRow(rows, []any{&present}, func() error { return nil })
-	}
-	if err != nil {
-		return nil, fmt.Errorf("read schema version: %w", err)
-	}
-	if !present {
-		return map[int64]time.Time{}, nil
-	}
 	// goose's provider deletes the row of a migration it rolls back; its
 	// older API adds a row with is_applied false instead, so the latest row
 	// of each version decides.
-	rows, err = q.Query(ctx, `
+	rows, err := q.Query(ctx, `
 		SELECT version_id, tstamp
 		  FROM (SELECT DISTINCT ON (version_id) version_id, is_applied, tstamp
 		          FROM goose_db_version WHERE version_id > 0
 		         ORDER BY version_id, id DESC) v
 		 WHERE is_applied
 		 ORDER BY version_id`)
-	if err != nil {
-		return nil, fmt.Errorf("read schema version: %w", err)
-	}
 	applied := map[int64]time.Time{}
-	var v int64
-	var at time.Time
-	if _, err := pgx.ForEachRow(rows, []any{&v, &at}, func() error {
-		applied[v] = at
-		return nil
-	}); err != nil {
+	if err == nil {
+		var v int64
+		var at time.Time
+		_, err = pgx.ForEachRow(rows, []any{&v, &at}, func() error {
+			applied[v] = at
+			return nil
+		})
+	}
+	if pgErr := (*pgconn.PgError)(nil); errors.As(err, &pgErr) && pgErr.Code == undefinedTable {
+		return map[int64]time.Time{}, nil
+	}
+	if err != nil {
 		return nil, fmt.Errorf("read schema version: %w", err)
 	}
 	return applied, nil
