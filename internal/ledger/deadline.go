@@ -98,25 +98,3 @@ func RunClocks(ctx context.Context, db Querier, since time.Time) ([]RunClock, er
 	}
 	return out, nil
 }
-
-// Deadlines returns the deadlines of those of the runs that have one
-// (runs' primary key).
-func Deadlines(ctx context.Context, db Querier, runIDs []uuid.UUID) (map[uuid.UUID]time.Time, error) {
-	out := map[uuid.UUID]time.Time{}
-	if len(runIDs) == 0 {
-		return out, nil
-	}
-	rows, err := db.Query(ctx, `SELECT run_id, deadline_at FROM runs WHERE run_id = ANY($1) AND deadline_at IS NOT NULL`, runIDs)
-	if err != nil {
-		return nil, fmt.Errorf("read run deadlines: %w", err)
-	}
-	var id uuid.UUID
-	var at time.Time
-	if _, err := pgx.ForEachRow(rows, []any{&id, &at}, func() error {
-		out[id] = at
-		return nil
-	}); err != nil {
-		return nil, fmt.Errorf("read run deadlines: %w", err)
-	}
-	return out, nil
-}

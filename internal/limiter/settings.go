@@ -186,12 +186,18 @@ type State struct {
 	Restore Settings
 }
 
+// Unstored is the state of limiter name before any process stored a row:
+// the defaults, with Stored false.
+func Unstored(name string) State {
+	return State{Name: name, Settings: Settings{Rate: DefaultRate, Burst: DefaultBurst}, EffectiveRate: DefaultRate}
+}
+
 // LoadState reads the row of limiter name (the primary key). Without a row
 // it returns the defaults with Stored false.
 func LoadState(ctx context.Context, db Querier, name string) (State, error) {
 	s, err := scanState(db.QueryRow(ctx, `SELECT `+stateColumns+` FROM rate_limiters WHERE name = $1`, name))
 	if errors.Is(err, pgx.ErrNoRows) {
-		return State{Name: name, Settings: Settings{Rate: DefaultRate, Burst: DefaultBurst}, EffectiveRate: DefaultRate}, nil
+		return Unstored(name), nil
 	}
 	if err != nil {
 		return State{}, fmt.Errorf("load state of limiter %s: %w", name, err)

@@ -8,7 +8,6 @@ import (
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	"github.com/reconcile/reconcile/internal/ledger"
 	"github.com/reconcile/reconcile/internal/outbox"
 )
 
@@ -50,10 +49,6 @@ func (st *Status) addAnnouncements(ctx context.Context, pool *pgxpool.Pool, now 
 	for i, r := range st.Runs {
 		ids[i] = r.RunID
 	}
-	deadlines, err := ledger.Deadlines(ctx, pool, ids)
-	if err != nil {
-		return err
-	}
 	as, err := outbox.ForRuns(ctx, pool, ids)
 	if err != nil {
 		return err
@@ -80,9 +75,8 @@ func (st *Status) addAnnouncements(ctx context.Context, pool *pgxpool.Pool, now 
 	for i := range st.Runs {
 		r := &st.Runs[i]
 		r.Announcements = byRun[r.RunID]
-		if at, ok := deadlines[r.RunID]; ok {
-			r.DeadlineAt = &at
-			if r.Open > 0 && now.After(at) {
+		if at := r.DeadlineAt; at != nil {
+			if r.Open > 0 && now.After(*at) {
 				st.Warnings = append(st.Warnings, fmt.Sprintf("%s is past its deadline %s with %d open items.",
 					r.ReconciliationID, at.UTC().Format(time.RFC3339), r.Open))
 			}

@@ -57,19 +57,19 @@ func loadCircuits(ctx context.Context, db DB) ([]CircuitStatus, error) {
 // providers (provider:stripe).
 const providerLimiterPrefix = "provider:"
 
-// loadProviderLimiters reads the limiters of a providers file's providers.
-func loadProviderLimiters(ctx context.Context, db DB) ([]LimiterStatus, error) {
-	states, err := limiter.States(ctx, db, providerLimiterPrefix)
-	if err != nil {
-		return nil, err
-	}
+// providerLimiters returns the statuses of the limiters of a providers
+// file's providers among states.
+func providerLimiters(states []limiter.State) []LimiterStatus {
 	var out []LimiterStatus
 	for _, ls := range states {
+		if !strings.HasPrefix(ls.Name, providerLimiterPrefix) {
+			continue
+		}
 		s := LimiterStatus{Name: ls.Name, ConfiguredRate: ls.Rate, Burst: ls.Burst, EffectiveRate: ls.EffectiveRate, Throttles: ls.Throttles}
 		s.pause(ls)
 		out = append(out, s)
 	}
-	return out, nil
+	return out
 }
 
 // providerTotals returns a run's totals by provider, or nil when its items
@@ -82,14 +82,11 @@ func providerTotals(ctx context.Context, db DB, runID uuid.UUID) ([]ledger.Provi
 	return t, nil
 }
 
-// addProviders fills in the providers' circuits and limiters, and each
-// run's totals by provider.
+// addProviders fills in the providers' circuits and each run's totals by
+// provider.
 func (st *Status) addProviders(ctx context.Context, db *pgxpool.Pool) error {
 	var err error
 	if st.Circuits, err = loadCircuits(ctx, db); err != nil {
-		return err
-	}
-	if st.ProviderLimiters, err = loadProviderLimiters(ctx, db); err != nil {
 		return err
 	}
 	for i := range st.Runs {

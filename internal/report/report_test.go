@@ -8,6 +8,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -274,6 +275,41 @@ func TestStatusAndReportOfAKnownRun(t *testing.T) {
 			}
 			golden(t, "report"+suffix+"."+f.ext, buf.Bytes(), ids)
 		}
+	}
+}
+
+// TestStatusShowsDeadlinesAndProviderLimiters checks the parts of a status
+// read together with others: a run's deadline comes with its summary, and
+// the providers' limiters with the default one.
+func TestStatusShowsDeadlinesAndProviderLimiters(t *testing.T) {
+	t.Parallel()
+	pool := pgtest.New(t)
+	knownRuns(t, pool)
+	ctx := context.Background()
+	now := t0.Add(5 * time.Minute)
+	if _, err := ledger.SetDeadlines(ctx, pool, time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	if err := limiter.SaveSettings(ctx, pool, "provider:stripe", limiter.Settings{Rate: 25, Burst: 5}, limiter.SetBy{Actor: "test"}); err != nil {
+		t.Fatal(err)
+	}
+	st, err := report.LoadStatus(ctx, pool, report.StatusOptions{Now: now})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(st.Runs) != 1 || st.Runs[0].DeadlineAt == nil || !st.Runs[0].DeadlineAt.Equal(t0.Add(time.Minute)) {
+		t.Fatalf("runs = %+v, want the open run with its deadline %s", st.Runs, t0.Add(time.Minute))
+	}
+	if !slices.ContainsFunc(st.Warnings, func(w string) bool {
+		return strings.Contains(w, "is past its deadline 2026-10-25T02:01:00Z with 3 open items")
+	}) {
+		t.Errorf("warnings = %q, want the run past its deadline", st.Warnings)
+	}
+	if st.Limiter.Name != limiter.DefaultName || st.Limiter.ConfiguredRate != 2 || st.Limiter.EffectiveRate != 0.5 {
+		t.Errorf("limiter = %+v, want the default one at 2/s, effective 0.5/s", st.Limiter)
+	}
+	if len(st.ProviderLimiters) != 1 || st.ProviderLimiters[0].Name != "provider:stripe" || st.ProviderLimiters[0].ConfiguredRate != 25 {
+		t.Errorf("provider limiters = %+v, want provider:stripe at 25/s", st.ProviderLimiters)
 	}
 }
 

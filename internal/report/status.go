@@ -15,6 +15,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"slices"
 	"time"
 
 	"github.com/google/uuid"
@@ -223,10 +224,17 @@ func LoadStatus(ctx context.Context, pool *pgxpool.Pool, opts StatusOptions) (St
 		st.Deadline = &opts.Deadline
 	}
 
-	ls, err := limiter.LoadState(ctx, pool, opts.Limiter)
+	// Every limiter's row in one statement: the default one and the
+	// providers'.
+	states, err := limiter.States(ctx, pool, "")
 	if err != nil {
 		return Status{}, err
 	}
+	ls := limiter.Unstored(opts.Limiter)
+	if i := slices.IndexFunc(states, func(s limiter.State) bool { return s.Name == opts.Limiter }); i >= 0 {
+		ls = states[i]
+	}
+	st.ProviderLimiters = providerLimiters(states)
 	st.Limiter = LimiterStatus{Name: ls.Name, ConfiguredRate: ls.Rate, Burst: ls.Burst, EffectiveRate: ls.EffectiveRate,
 		Throttles: ls.Throttles}
 	st.Limiter.pause(ls)
@@ -292,7 +300,7 @@ func loadRuns(ctx context.Context, db DB, d payments.Date) ([]RunStatus, error) 
 				Cancelled: int(s.Cancelled), Unexpected: int(s.Unexpected)},
 			Open: int(s.Open), ProviderCalls: s.ProviderCalls, Throttles: s.Throttles, CreatedAt: s.CreatedAt,
 			CompletedAt: s.CompletedAt, CancelledAt: s.CancelledAt, CancelledBy: s.CancelledBy,
-			CancelReason: s.CancelReason}
+			CancelReason: s.CancelReason, DeadlineAt: s.DeadlineAt}
 		if r.Items > 0 {
 			r.ProgressPercent = math.Round(float64(r.Items-r.Open)/float64(r.Items)*1000) / 10
 		}
