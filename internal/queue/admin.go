@@ -207,7 +207,7 @@ SELECT CASE WHEN c.reltuples < 0 OR c.relpages = 0 THEN NULL
 // without statistics yet) and not counted per run: ExactStats counts them,
 // with a scan of the whole table.
 func (q *Queue) Stats(ctx context.Context) (Stats, error) {
-	s, err := q.stats(ctx, openCountsSQL, false)
+	s, err := q.OpenStats(ctx)
 	if err != nil {
 		return Stats{}, err
 	}
@@ -223,6 +223,13 @@ func (q *Queue) Stats(ctx context.Context) (Stats, error) {
 	}
 	s.Total = open + s.Acked
 	return s, nil
+}
+
+// OpenStats is Stats without the acked messages (Acked is zero and Total
+// counts the open messages): one statement through the partial indexes, for
+// callers that show only the open work.
+func (q *Queue) OpenStats(ctx context.Context) (Stats, error) {
+	return q.stats(ctx, openCountsSQL, false)
 }
 
 // ExactStats is Stats with the acked messages counted, in total and per

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -491,6 +492,16 @@ func TestStatsEqualDirectCount(t *testing.T) {
 		if r.Acked != 0 || r.Total != 0 {
 			t.Errorf("run %s: acked %d, total %d without ExactStats", r.ReconciliationID, r.Acked, r.Total)
 		}
+	}
+	// OpenStats leaves the acked messages out.
+	open, err := b.q.OpenStats(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	openOnly := want
+	openOnly.Acked, openOnly.Total = 0, want.Total-want.Acked
+	if open.Counts != openOnly || !slices.Equal(open.Runs, fast.Runs) {
+		t.Errorf("open stats %+v %+v, want %+v and the runs of Stats %+v", open.Counts, open.Runs, openOnly, fast.Runs)
 	}
 	// The same numbers straight from the table.
 	var direct Counts

@@ -314,7 +314,9 @@ func addQueueStats(ctx context.Context, pool *pgxpool.Pool, now time.Time, runs 
 	if len(runs) == 0 {
 		return nil
 	}
-	qs, err := queue.New(pool, queue.Config{Now: func() time.Time { return now }}).Stats(ctx)
+	// A run's status shows its open messages only: the acked ones are
+	// not estimated.
+	qs, err := queue.New(pool, queue.Config{Now: func() time.Time { return now }}).OpenStats(ctx)
 	if err != nil {
 		return err
 	}
