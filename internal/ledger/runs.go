@@ -276,6 +276,9 @@ func RunsCompletedBefore(ctx context.Context, db Querier, before time.Time) ([]u
 // DatesWithRuns reports which of dates have a run, by the (business_date,
 // generation) key.
 func DatesWithRuns(ctx context.Context, db Querier, dates []payments.Date) (map[payments.Date]bool, error) {
+	if len(dates) == 0 {
+		return map[payments.Date]bool{}, nil
+	}
 	texts := make([]string, len(dates))
 	for i, d := range dates {
 		texts[i] = d.String()

@@ -13,6 +13,7 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
+	"sync"
 
 	"github.com/reconcile/reconcile/internal/payments"
 	"github.com/reconcile/reconcile/internal/profile"
@@ -114,10 +115,11 @@ func part(amount int64) int64 { return max(amount/2, 1) }
 
 // stripeProfile is the built-in stripe profile, whose currency_exponents
 // say how Stripe writes amounts.
-var stripeProfile = func() *profile.Profile {
+// It is parsed on first use, not when the binary starts.
+var stripeProfile = sync.OnceValue(func() *profile.Profile {
 	p, _ := profile.Builtin("stripe")
 	return p
-}()
+})
 
 // stripeAmount writes v, ISO 4217 minor units of currency, in Stripe's
 // minor units (1500 ISK is 150000). A value Stripe's units cannot hold
@@ -125,12 +127,12 @@ var stripeProfile = func() *profile.Profile {
 // rounded up: the simulator's records are exact, so a mismatch rounded up
 // stays a mismatch.
 func stripeAmount(v int64, currency string) int64 {
-	n, err := stripeProfile.ISOToProviderMinor(v, currency)
+	n, err := stripeProfile().ISOToProviderMinor(v, currency)
 	if err == nil {
 		return n
 	}
 	from := profile.ISOExponent(strings.ToUpper(currency))
-	to, _ := stripeProfile.Exponent(currency)
+	to, _ := stripeProfile().Exponent(currency)
 	unit := int64(math.Pow10(from - to))
 	q := v / unit
 	if v%unit > 0 {

@@ -109,7 +109,7 @@ func Shaped(s *Server, shape Shape, cfg ShapeConfig) (http.Handler, error) {
 		// Every record must be writable in Stripe's minor units.
 		for _, id := range s.Records() {
 			r := s.records[id]
-			if _, err := stripeProfile.ISOToProviderMinor(r.AmountMinor, r.Currency); err != nil {
+			if _, err := stripeProfile().ISOToProviderMinor(r.AmountMinor, r.Currency); err != nil {
 				return nil, fmt.Errorf("simulator shape stripe: transaction %q: %w", id, err)
 			}
 		}

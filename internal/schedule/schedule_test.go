@@ -455,7 +455,7 @@ func TestTableSourceReadsTheDateWindowInTheZone(t *testing.T) {
 
 func TestParseTableName(t *testing.T) {
 	t.Parallel()
-	for _, name := range []string{"payments", "export.payments_2026", "_x"} {
+	for _, name := range []string{"payments", "export.payments_2026", "_x", strings.Repeat("x", 63)} {
 		if _, err := schedule.ParseTableName(name); err != nil {
 			t.Errorf("%q: %v", name, err)
 		}

@@ -50,8 +50,13 @@ func FileTemplate(template string) (SourceFunc, error) {
 	}, nil
 }
 
-// identifierPart is one part of an unquoted SQL identifier.
-var identifierPart = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]{0,62}$`)
+// identifierPart is one part of an unquoted SQL identifier, without its
+// length limit (maxIdentifier): a bounded repetition would compile into a
+// program 63 states long when the binary starts, whatever command it runs.
+var identifierPart = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
+
+// maxIdentifier is PostgreSQL's longest identifier in bytes (NAMEDATALEN - 1).
+const maxIdentifier = 63
 
 // ParseTableName validates a table name given as NAME or SCHEMA.NAME, each
 // part a plain SQL identifier (letters, digits, underscores; not starting
@@ -62,7 +67,7 @@ func ParseTableName(name string) (pgx.Identifier, error) {
 		return nil, fmt.Errorf("table name %q: want NAME or SCHEMA.NAME", name)
 	}
 	for _, p := range parts {
-		if !identifierPart.MatchString(p) {
+		if !identifierPart.MatchString(p) || len(p) > maxIdentifier {
 			return nil, fmt.Errorf("table name %q: %q is not a plain identifier (letters, digits and _, not starting with a digit)", name, p)
 		}
 	}
