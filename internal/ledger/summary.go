@@ -56,6 +56,9 @@ type Summary struct {
 	// DeadlineAt is when the run should be complete (nil: no deadline set;
 	// see SetDeadlines).
 	DeadlineAt *time.Time
+	// CheckMode is how its items are checked against the provider (lookup,
+	// list or auto; see ChooseCheckMode); empty until a consumer claims one.
+	CheckMode string
 }
 
 // Done is the number of items in a terminal state.
@@ -123,7 +126,8 @@ func summarySQL(live bool) string {
 		       coalesce(s.calls, 0)::bigint, coalesce(s.throttles, 0)::bigint, ` + openCols + `,
 		       c.round, c.items, ` + perTerminal(`c.%s`, `, `) + `, c.provider_calls, c.throttles,
 		       c.completed_at, c.completed_by,
-		       r.cancelled_at, coalesce(r.cancelled_by, ''), coalesce(r.cancel_reason, ''), r.deadline_at
+		       r.cancelled_at, coalesce(r.cancelled_by, ''), coalesce(r.cancel_reason, ''), r.deadline_at,
+		       coalesce(r.check_mode, '')
 		  FROM runs r
 		  LEFT JOIN LATERAL (
 		        SELECT sum(remaining) AS open, ` + perTerminal(`sum(%s) AS %s`, `, `) + `,
@@ -148,7 +152,7 @@ func scanSummary(row pgx.CollectableRow) (Summary, error) {
 		&s.Open, &s.Matched, &s.Mismatched, &s.Missing, &s.DeadLettered, &s.Cancelled, &s.Unexpected,
 		&s.ProviderCalls, &s.Throttles, &s.Queued, &s.RetryScheduled, &openCalls, &openThrottles,
 		&round, &cItems, &cMatched, &cMismatched, &cMissing, &cDead, &cCancelled, &cUnexpected, &cCalls, &cThrottles, &cAt, &cBy,
-		&s.CancelledAt, &s.CancelledBy, &s.CancelReason, &s.DeadlineAt)
+		&s.CancelledAt, &s.CancelledBy, &s.CancelReason, &s.DeadlineAt, &s.CheckMode)
 	if err != nil {
 		return s, err
 	}

@@ -89,7 +89,7 @@ func (st Status) WriteText(w io.Writer) error {
 			count(r.Items), count(s.Matched), count(s.Mismatched), count(s.Missing), count(s.DeadLettered), count(s.Cancelled),
 			UnexpectedCount(s.Unexpected), count(s.Queued), count(s.RetryScheduled))
 		fmt.Fprintf(bw, "  progress  %s (%s of %s done)\n", fmtPercent(r.ProgressPercent, r.Open == 0), count(r.Items-r.Open), count(r.Items))
-		fmt.Fprintf(bw, "  calls     %s provider calls, %s throttled\n", human.Count(r.ProviderCalls), human.Count(r.Throttles))
+		fmt.Fprintf(bw, "  calls     %s provider calls, %s throttled%s\n", human.Count(r.ProviderCalls), human.Count(r.Throttles), checkedBy(r.CheckMode))
 		writeProviderTotals(bw, "  ", r.Providers)
 		q := r.Queue
 		fmt.Fprintf(bw, "  queue     %s available, %s in flight, %s delayed, %s dead letters; oldest waiting %s\n",
@@ -161,4 +161,18 @@ func plural(n int, word string) string {
 		return "1 " + word
 	}
 	return fmt.Sprintf("%d %ss", n, word)
+}
+
+// checkedBy says how a run's items are checked, after its calls; nothing
+// before a consumer chose.
+func checkedBy(mode string) string {
+	switch mode {
+	case "lookup":
+		return "; checked by lookup (each item by its id)"
+	case "list":
+		return "; checked by list (the provider's list of the date first)"
+	case "auto":
+		return "; checked by list where the provider's profile has one, else by lookup"
+	}
+	return ""
 }

@@ -78,6 +78,10 @@ func knownRuns(t *testing.T, pool *pgxpool.Pool) map[string]string {
 	}
 
 	now = t0.Add(time.Minute)
+	// The consumer checks the open run's items by lookup.
+	if _, err := ledger.ChooseCheckMode(ctx, pool, uuid.MustParse(ids["2026-10-24"]), "lookup"); err != nil {
+		t.Fatal(err)
+	}
 	ds, err := q.Claim(ctx, 100)
 	if err != nil || len(ds) != 9 {
 		t.Fatalf("claimed %d messages (%v), want 9", len(ds), err)

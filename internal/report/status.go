@@ -167,10 +167,14 @@ type RunStatus struct {
 	States           StateCounts `json:"states"`
 	Open             int         `json:"open"`
 	// ProgressPercent is the share of items in a terminal state, 0 to 100.
-	ProgressPercent float64     `json:"progress_percent"`
-	ProviderCalls   int64       `json:"provider_calls"`
-	Throttles       int64       `json:"throttles"`
-	Queue           QueueStatus `json:"queue"`
+	ProgressPercent float64 `json:"progress_percent"`
+	ProviderCalls   int64   `json:"provider_calls"`
+	Throttles       int64   `json:"throttles"`
+	// CheckMode is how the run's items are checked against the provider:
+	// lookup (each item by its id), list (the provider's list of the date
+	// first) or auto; omitted until a consumer claims one of them.
+	CheckMode string      `json:"check_mode,omitempty"`
+	Queue     QueueStatus `json:"queue"`
 	// ETASeconds is the estimated time to completion at the effective rate
 	// in whole seconds, rounded up, counting the open items of runs
 	// enqueued before this one (consumers share one limiter) and any
@@ -300,7 +304,7 @@ func loadRuns(ctx context.Context, db DB, d payments.Date) ([]RunStatus, error) 
 				Cancelled: int(s.Cancelled), Unexpected: int(s.Unexpected)},
 			Open: int(s.Open), ProviderCalls: s.ProviderCalls, Throttles: s.Throttles, CreatedAt: s.CreatedAt,
 			CompletedAt: s.CompletedAt, CancelledAt: s.CancelledAt, CancelledBy: s.CancelledBy,
-			CancelReason: s.CancelReason, DeadlineAt: s.DeadlineAt}
+			CancelReason: s.CancelReason, DeadlineAt: s.DeadlineAt, CheckMode: s.CheckMode}
 		if r.Items > 0 {
 			r.ProgressPercent = math.Round(float64(r.Items-r.Open)/float64(r.Items)*1000) / 10
 		}
