@@ -190,7 +190,7 @@ func newLimiterRow(s limiter.State) limiterRow {
 
 // loadLimiters reads every limiter's row (one per provider).
 func loadLimiters(ctx context.Context, rd *reader) ([]limiterRow, error) {
-	states, err := limiter.States(ctx, rd, "")
+	states, err := limiter.States(ctx, rd)
 	if err != nil {
 		return nil, err
 	}

@@ -51,17 +51,10 @@ func scanState(row pgx.Row) (State, error) {
 	return s, nil
 }
 
-// States returns the rows of the limiters whose names start with prefix
-// (every limiter for ""), by name: a range of the primary key, a row per
-// provider.
-func States(ctx context.Context, db Querier, prefix string) ([]State, error) {
-	// Every limiter's is read without a parameter, so that its statement
-	// keeps its plan.
-	query, args := `SELECT `+stateColumns+` FROM rate_limiters ORDER BY name`, []any{}
-	if prefix != "" {
-		query, args = `SELECT `+stateColumns+` FROM rate_limiters WHERE starts_with(name, $1) ORDER BY name`, []any{prefix}
-	}
-	rows, err := db.Query(ctx, query, args...)
+// States returns every limiter's row, by name: the default limiter's and
+// one per provider of a providers file, a few rows read whole.
+func States(ctx context.Context, db Querier) ([]State, error) {
+	rows, err := db.Query(ctx, `SELECT `+stateColumns+` FROM rate_limiters ORDER BY name`)
 	if err != nil {
 		return nil, fmt.Errorf("read limiters: %w", err)
 	}

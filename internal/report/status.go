@@ -230,7 +230,7 @@ func LoadStatus(ctx context.Context, pool *pgxpool.Pool, opts StatusOptions) (St
 
 	// Every limiter's row in one statement: the default one and the
 	// providers'.
-	states, err := limiter.States(ctx, pool, "")
+	states, err := limiter.States(ctx, pool)
 	if err != nil {
 		return Status{}, err
 	}
