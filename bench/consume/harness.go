@@ -187,7 +187,7 @@ type result struct {
 	heapMax, heapEnd uint64
 	// live is the live heap the latest collection found, sampled during
 	// the run: what the process holds, not the collector's headroom.
-	live []liveHeap
+	live []uint64
 	// goCPU is this process's CPU time during the run; pgCPU that of the
 	// pool's server backends (0 when the server is not on this machine).
 	goCPU, pgCPU time.Duration
@@ -383,17 +383,12 @@ func execute(ctx context.Context, srv *server, sp spec, o options) (result, erro
 	return res, nil
 }
 
-// liveHeap is the live heap at a moment of the run.
-type liveHeap struct {
-	at    time.Duration
-	bytes uint64
-}
-
 // heapSeen is what sampleHeap saw: the largest heap in use and the live
-// heap over the run.
+// heap at each sample, in order (one every 500 ms, so a sample's index is
+// its time).
 type heapSeen struct {
 	peak uint64
-	live []liveHeap
+	live []uint64
 }
 
 // sampleHeap samples the heap in use and the live heap every 500 ms until
@@ -403,13 +398,12 @@ func sampleHeap(ctx context.Context) <-chan heapSeen {
 	go func() {
 		t := time.NewTicker(500 * time.Millisecond)
 		defer t.Stop()
-		start := time.Now()
 		var seen heapSeen
 		live := []metrics.Sample{{Name: "/gc/heap/live:bytes"}}
 		for {
 			seen.peak = max(seen.peak, heapInUse())
 			metrics.Read(live)
-			seen.live = append(seen.live, liveHeap{at: time.Since(start), bytes: live[0].Value.Uint64()})
+			seen.live = append(seen.live, live[0].Value.Uint64())
 			select {
 			case <-ctx.Done():
 				out <- seen
@@ -422,11 +416,11 @@ func sampleHeap(ctx context.Context) <-chan heapSeen {
 }
 
 // liveAt returns the live heap sampled at share (0 to 1) of the run.
-func liveAt(samples []liveHeap, share float64) uint64 {
+func liveAt(samples []uint64, share float64) uint64 {
 	if len(samples) == 0 {
 		return 0
 	}
-	return samples[min(len(samples)-1, int(share*float64(len(samples))))].bytes
+	return samples[min(len(samples)-1, int(share*float64(len(samples))))]
 }
 
 // heapInUse is the Go heap in use, in bytes.

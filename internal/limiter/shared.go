@@ -170,6 +170,16 @@ type rowState struct {
 	Now time.Time
 }
 
+// resume is when the pause of the row's last counted throttle ends: its
+// penalty's end, or the throttle itself without one. ThrottledAt must be
+// set.
+func (r rowState) resume() time.Time {
+	if r.PenaltyUntil != nil {
+		return maxTime(*r.ThrottledAt, *r.PenaltyUntil)
+	}
+	return *r.ThrottledAt
+}
+
 // dest scans rowColumns followed by the statement's time.
 func (r *rowState) dest() []any {
 	return []any{&r.Rate, &r.Burst, &r.EffectiveRate, &r.PenaltyUntil, &r.Throttles,
@@ -213,11 +223,7 @@ func (l *Shared) apply(r rowState, now time.Time) {
 		if r.ThrottledAt != nil && !r.ThrottledAt.Equal(l.seenAt) {
 			// A throttle counted by the row, of this process or another:
 			// every process measures from the same ones.
-			resume := *r.ThrottledAt
-			if r.PenaltyUntil != nil {
-				resume = maxTime(resume, *r.PenaltyUntil)
-			}
-			l.disc.throttled(*r.ThrottledAt, r.ThrottledAccepted, resume, r.Refusals)
+			l.disc.throttled(*r.ThrottledAt, r.ThrottledAccepted, r.resume(), r.Refusals)
 			l.seenAt = *r.ThrottledAt
 		}
 		l.disc.observe(r.Now, r.Accepted, r.Rate)
@@ -251,11 +257,7 @@ func (l *Shared) startDiscovery(r rowState) {
 	if r.ThrottledAt == nil {
 		return
 	}
-	resume := *r.ThrottledAt
-	if r.PenaltyUntil != nil {
-		resume = maxTime(resume, *r.PenaltyUntil)
-	}
-	if first && resume.After(r.Now) {
+	if first && r.resume().After(r.Now) {
 		return
 	}
 	l.seenAt = *r.ThrottledAt

@@ -6,7 +6,6 @@ import (
 	"net/http"
 	"slices"
 	"strconv"
-	"strings"
 	"time"
 )
 
@@ -36,22 +35,12 @@ const (
 var algorithmNames = []string{"token-bucket", "leaky-bucket", "sliding-log", "fixed-window"}
 
 // String returns the algorithm's name, as ParseAlgorithm reads it.
-func (a Algorithm) String() string {
-	if int(a) >= 0 && int(a) < len(algorithmNames) {
-		return algorithmNames[a]
-	}
-	return "Algorithm(" + strconv.Itoa(int(a)) + ")"
-}
+func (a Algorithm) String() string { return nameOf(a, algorithmNames, "Algorithm") }
 
 // ParseAlgorithm parses token-bucket, leaky-bucket, sliding-log or
 // fixed-window.
 func ParseAlgorithm(name string) (Algorithm, error) {
-	for i, n := range algorithmNames {
-		if n == name {
-			return Algorithm(i), nil
-		}
-	}
-	return 0, fmt.Errorf("rate-limit algorithm %q: want %s", name, strings.Join(algorithmNames, ", "))
+	return parseName[Algorithm](name, algorithmNames, "rate-limit algorithm")
 }
 
 // windowed reports whether the algorithm counts calls in windows (and so
@@ -77,21 +66,11 @@ const (
 var retryAfterNames = []string{"seconds", "exact", "absent"}
 
 // String returns the style's name, as ParseRetryAfterStyle reads it.
-func (r RetryAfterStyle) String() string {
-	if int(r) >= 0 && int(r) < len(retryAfterNames) {
-		return retryAfterNames[r]
-	}
-	return "RetryAfterStyle(" + strconv.Itoa(int(r)) + ")"
-}
+func (r RetryAfterStyle) String() string { return nameOf(r, retryAfterNames, "RetryAfterStyle") }
 
 // ParseRetryAfterStyle parses seconds, exact or absent.
 func ParseRetryAfterStyle(name string) (RetryAfterStyle, error) {
-	for i, n := range retryAfterNames {
-		if n == name {
-			return RetryAfterStyle(i), nil
-		}
-	}
-	return 0, fmt.Errorf("Retry-After style %q: want %s", name, strings.Join(retryAfterNames, ", "))
+	return parseName[RetryAfterStyle](name, retryAfterNames, "Retry-After style")
 }
 
 // Meter counts calls against a rate-limit schedule with one of the

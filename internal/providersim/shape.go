@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"net/http"
 	"net/url"
-	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -36,21 +35,11 @@ var shapeNames = []string{"reconcile", "stripe", "paypal", "square"}
 
 // String returns the shape's name, the name of the built-in profile that
 // reads it.
-func (s Shape) String() string {
-	if int(s) >= 0 && int(s) < len(shapeNames) {
-		return shapeNames[s]
-	}
-	return "Shape(" + strconv.Itoa(int(s)) + ")"
-}
+func (s Shape) String() string { return nameOf(s, shapeNames, "Shape") }
 
 // ParseShape parses a shape name: reconcile, stripe, paypal or square.
 func ParseShape(name string) (Shape, error) {
-	for i, n := range shapeNames {
-		if n == name {
-			return Shape(i), nil
-		}
-	}
-	return 0, fmt.Errorf("simulator shape %q: want %s", name, strings.Join(shapeNames, ", "))
+	return parseName[Shape](name, shapeNames, "simulator shape")
 }
 
 // shapes are the provider shapes' specs (see answers.go).
