@@ -4,6 +4,7 @@ import (
 	"flag"
 	"fmt"
 	"math"
+	"os"
 	"runtime"
 	"slices"
 	"strings"
@@ -148,6 +149,12 @@ var (
 	// test, to replace it after a change that improves the worst cells:
 	// go test -run TestDiscoveryMatrix -v ./internal/limiter/ -matrix.floors
 	matrixFloorsOut = flag.Bool("matrix.floors", false, "print the regression bounds of the cross-section as measured, as a Go literal")
+	// matrixCellsOut writes every cell's figures, one line per cell and
+	// figure ("cell|figure|value"), so that two versions can be compared
+	// over the whole distribution of a row and not only its worst cell,
+	// which a change of the discovery moves by chance as much as by merit:
+	// go test -run TestDiscoveryMatrix ./internal/limiter/ -matrix.full -matrix.cells /tmp/cells.txt
+	matrixCellsOut = flag.String("matrix.cells", "", "write every cell's figures to this file, one line per cell and figure")
 )
 
 // suiteCells is the cross-section of the matrix the ordinary suite runs,
@@ -344,6 +351,11 @@ func TestDiscoveryMatrix(t *testing.T) {
 	if *matrixFloorsOut {
 		t.Log("\n" + matrixFloorsLiteral(rows))
 	}
+	if *matrixCellsOut != "" {
+		if err := os.WriteFile(*matrixCellsOut, []byte(matrixCellLines(results)), 0o644); err != nil {
+			t.Fatalf("write the cells' figures: %v", err)
+		}
+	}
 	failed := 0
 	fail := func(format string, args ...any) {
 		if failed++; failed <= 40 {
@@ -371,6 +383,20 @@ func TestDiscoveryMatrix(t *testing.T) {
 	if failed > 40 {
 		t.Errorf("... %d misses in all", failed)
 	}
+}
+
+// matrixCellLines is every figure of every cell but the invariants (the
+// test checks those), one line each: "cell|figure|value".
+func matrixCellLines(results []matrixResult) string {
+	var sb strings.Builder
+	for _, r := range results {
+		for _, f := range r.figures {
+			if !f.invariant {
+				fmt.Fprintf(&sb, "%v|%s|%.4f\n", r.cell, f.name, f.value)
+			}
+		}
+	}
+	return sb.String()
 }
 
 // bound names the side a target bounds.
