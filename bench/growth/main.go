@@ -11,7 +11,10 @@
 // commands on the big ledger (auto_explain, with ANALYZE and BUFFERS).
 // With -old REV it also builds the binary of a git revision and times its
 // `status` and `report --date` on the big ledger, alternating with this
-// tree's, and says whether the two reports are the same.
+// tree's, and says whether the two reports are the same. Last it times
+// `status` against the floor every command pays on the machine (the
+// process's start, a connection and one statement from psql) and through a
+// session-mode PgBouncer.
 //
 //	nice -n 10 go run ./bench/growth                 # about 15 GB in the temporary directory
 //	nice -n 10 go run ./bench/growth -old main       # and main's status and report beside this tree's
@@ -49,9 +52,9 @@ import (
 )
 
 type options struct {
-	runs, items, acked, days, repeat, concurrency int
-	old                                           string
-	keep                                          bool
+	runs, items, acked, days, repeat, concurrency, floor int
+	old                                                  string
+	keep                                                 bool
 }
 
 func main() {
@@ -62,6 +65,7 @@ func main() {
 	flag.IntVar(&o.days, "days", 3, "days enqueued and consumed on each ledger")
 	flag.IntVar(&o.repeat, "repeat", 5, "runs of status, report and audit verify (the median is printed)")
 	flag.IntVar(&o.concurrency, "concurrency", 32, "consumer workers")
+	flag.IntVar(&o.floor, "floor", 11, "runs of status against the floor of any command (0: none)")
 	flag.StringVar(&o.old, "old", "", "a git revision whose status and report are timed beside this tree's on the big ledger")
 	flag.BoolVar(&o.keep, "keep", false, "leave the cluster running at the end, to time commands on the big ledger by hand (about 23 GB)")
 	flag.Parse()
@@ -215,6 +219,11 @@ func run(ctx context.Context, o options) error {
 		}
 	}
 
+	if o.floor > 0 {
+		if err := floor(o, c, bin); err != nil {
+			return err
+		}
+	}
 	return printPlans(ctx, big, bin, c, last)
 }
 
