@@ -5,13 +5,17 @@
 // 24.75 M transitions, the acked queue messages of the last 90 runs). On
 // each it then runs the real binary on the same days of payments: enqueue of
 // each day, `consume --until-done` against the unlimited provider simulator
-// (the consumer's claim, call and recording rate), and `status`, `report
-// --date` and `audit verify --date` of the last day; it prints the figures
-// side by side, and the plans of every statement of the last three
-// commands on the big ledger (auto_explain, with ANALYZE and BUFFERS).
+// (the consumer's claim, call and recording rate); then it times `status`,
+// `report --date` and `audit verify --date` of the last day, alternating
+// between the two ledgers so that a moment's load weighs on both. It prints
+// the figures side by side, and the plans of every statement of the last
+// three commands on the big ledger (auto_explain, with ANALYZE and BUFFERS).
 // With -old REV it also builds the binary of a git revision and times its
 // `status` and `report --date` on the big ledger, alternating with this
-// tree's, and says whether the two reports are the same.
+// tree's, and says whether the two reports are the same. Last it times
+// `status` against the floor every command pays on the machine (the
+// process's start, a connection and one statement from psql) and through a
+// session-mode PgBouncer.
 //
 //	nice -n 10 go run ./bench/growth                 # about 15 GB in the temporary directory
 //	nice -n 10 go run ./bench/growth -old main       # and main's status and report beside this tree's
@@ -49,9 +53,9 @@ import (
 )
 
 type options struct {
-	runs, items, acked, days, repeat, concurrency int
-	old                                           string
-	keep                                          bool
+	runs, items, acked, days, repeat, concurrency, floor int
+	old                                                  string
+	keep                                                 bool
 }
 
 func main() {
@@ -62,6 +66,7 @@ func main() {
 	flag.IntVar(&o.days, "days", 3, "days enqueued and consumed on each ledger")
 	flag.IntVar(&o.repeat, "repeat", 5, "runs of status, report and audit verify (the median is printed)")
 	flag.IntVar(&o.concurrency, "concurrency", 32, "consumer workers")
+	flag.IntVar(&o.floor, "floor", 11, "runs of status against the floor of any command (0: none)")
 	flag.StringVar(&o.old, "old", "", "a git revision whose status and report are timed beside this tree's on the big ledger")
 	flag.BoolVar(&o.keep, "keep", false, "leave the cluster running at the end, to time commands on the big ledger by hand (about 23 GB)")
 	flag.Parse()
@@ -177,8 +182,10 @@ func run(ctx context.Context, o options) error {
 	defer srv.Close()
 
 	figs := map[string]*figures{}
+	envs := map[string][]string{}
 	for _, db := range []string{"empty", "big"} {
 		env := append(os.Environ(), "DATABASE_URL="+c.ConnString(db), "RECONCILE_PROVIDER_URL="+srv.URL)
+		envs[db] = env
 		f, err := measure(ctx, c.ConnString(db), bin, env, o, days, files)
 		if err != nil {
 			return fmt.Errorf("%s ledger: %w", db, err)
@@ -190,6 +197,9 @@ func run(ctx context.Context, o options) error {
 	}
 
 	last := days[len(days)-1].String()
+	if err := timeReads(o, bin, envs, figs, last); err != nil {
+		return err
+	}
 	fmt.Printf("\n%-46s %14s %14s\n", "", "empty ledger", fmt.Sprintf("%.1f M items", float64(items)/1e6))
 	e, b := figs["empty"], figs["big"]
 	for i, d := range days {
@@ -215,11 +225,15 @@ func run(ctx context.Context, o options) error {
 		}
 	}
 
+	if o.floor > 0 {
+		if err := floor(o, c, bin); err != nil {
+			return err
+		}
+	}
 	return printPlans(ctx, big, bin, c, last)
 }
 
-// measure enqueues and consumes the days on one ledger, then times status,
-// report and audit verify of the last day.
+// measure enqueues and consumes the days on one ledger.
 func measure(ctx context.Context, url, bin string, env []string, o options, days []payments.Date, files []string) (*figures, error) {
 	f := &figures{}
 	conn, err := pgx.Connect(ctx, url)
@@ -248,27 +262,42 @@ func measure(ctx context.Context, url, bin string, env []string, o options, days
 		return nil, err
 	}
 	f.reads = readDelta(before, after)
-	last := days[len(days)-1].String()
+	return f, nil
+}
+
+// timeReads times status, report --date and audit verify --date of the
+// last day on every ledger, o.repeat times each, the ledgers alternating
+// (and which goes first), so a moment's load weighs on both alike; it
+// stores the medians in figs.
+func timeReads(o options, bin string, envs map[string][]string, figs map[string]*figures, last string) error {
 	for _, m := range []struct {
-		into *time.Duration
+		into func(*figures) *time.Duration
 		args []string
 	}{
-		{&f.status, []string{"status"}},
-		{&f.report, []string{"report", "--date", last}},
-		{&f.audit, []string{"audit", "verify", "--date", last}},
+		{func(f *figures) *time.Duration { return &f.status }, []string{"status"}},
+		{func(f *figures) *time.Duration { return &f.report }, []string{"report", "--date", last}},
+		{func(f *figures) *time.Duration { return &f.audit }, []string{"audit", "verify", "--date", last}},
 	} {
-		var walls []time.Duration
-		for range o.repeat {
-			wall, err := timed(bin, env, m.args...)
-			if err != nil {
-				return nil, err
+		walls := map[string][]time.Duration{}
+		for i := range o.repeat {
+			dbs := []string{"empty", "big"}
+			if i%2 == 1 {
+				dbs[0], dbs[1] = dbs[1], dbs[0]
 			}
-			walls = append(walls, wall)
+			for _, db := range dbs {
+				wall, err := timed(bin, envs[db], m.args...)
+				if err != nil {
+					return fmt.Errorf("%s ledger: %w", db, err)
+				}
+				walls[db] = append(walls[db], wall)
+			}
 		}
-		slices.Sort(walls)
-		*m.into = walls[len(walls)/2]
+		for db, w := range walls {
+			slices.Sort(w)
+			*m.into(figs[db]) = w[len(w)/2]
+		}
 	}
-	return f, nil
+	return nil
 }
 
 // timed runs the binary to completion and returns its wall time.

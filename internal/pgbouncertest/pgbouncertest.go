@@ -69,7 +69,7 @@ func Binary() (string, error) {
 // started and stops it when t ends.
 func Start(t testing.TB, connString string, cfg Config) string {
 	t.Helper()
-	b, through, err := start(connString, cfg)
+	b, through, err := Run(connString, cfg)
 	if err != nil {
 		t.Fatalf("pgbouncertest: %v", err)
 	}
@@ -81,7 +81,10 @@ func Start(t testing.TB, connString string, cfg Config) string {
 	return through
 }
 
-func start(connString string, cfg Config) (*Bouncer, string, error) {
+// Run starts a PgBouncer as Start does, outside a test (a benchmark, say):
+// it returns the running PgBouncer, which the caller stops, and the
+// connection string through it.
+func Run(connString string, cfg Config) (*Bouncer, string, error) {
 	cfg.PoolMode = cmp.Or(cfg.PoolMode, "transaction")
 	cfg.PoolSize = cmp.Or(cfg.PoolSize, 8)
 	bin, err := Binary()
