@@ -61,6 +61,10 @@ type nightSpec struct {
 	// stored, when set, is what an earlier night left in the row: its
 	// estimate and bucket, two refusals, a throttle hours old.
 	stored [2]float64
+	// offset is how long after the provider's clock started the
+	// processes make their first lease, and jitter how much longer than
+	// latency every answer takes (see matrixPhases).
+	offset, jitter time.Duration
 }
 
 // nightSecond is one second of a simulated night, as the provider saw it.
@@ -305,7 +309,7 @@ func simulateNight(sp nightSpec) nightResult {
 		cfg := Config{Name: "night", Now: func() time.Time { return n.now }, LocalClock: true}.WithDefaults()
 		l := &Shared{cfg: cfg, local: newLocal(cfg.LeaseWindow), disc: newDiscovery(cfg.Decrease)}
 		l.apply(n.row.state(t0), t0)
-		n.procs = append(n.procs, &nightProc{l: l})
+		n.procs = append(n.procs, &nightProc{l: l, retryAt: sp.offset, lastRead: sp.offset})
 	}
 	n.run()
 	n.res.changes = append(n.res.changes, n.procs[0].l.disc.takeChanges()...)
@@ -491,7 +495,7 @@ func (n *night) send(who int, clock time.Duration) time.Duration {
 		ok, wait, _ := n.meter.Take(sent)
 		sec := &n.res.series[int(sent/time.Second)]
 		sec.calls++
-		arrive := sent + n.sp.latency
+		arrive := sent + n.sp.latency + n.sp.jitter
 		n.res.early += n.windows.check(sent, who)
 		if ok {
 			sec.accepted++
