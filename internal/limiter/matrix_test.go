@@ -477,12 +477,14 @@ type matrixRow struct {
 	cell matrixCell
 	n    int
 	miss int
-	// median is the worst cell's median, of the cell medianCell, and
-	// spread how far apart that cell's nights are.
-	median, spread float64
-	medianCell     matrixCell
-	nights         map[string][]float64 // a cell's nights, by its name at phase 0
-	cells          []matrixCell
+	// median is the worst cell's median, of the cell medianCell; bound
+	// is the worst any cell's median may become by chance: the median
+	// less (or plus) the cell's spread over its phases, or the figure's
+	// least margin in guarded when wider.
+	median, bound float64
+	medianCell    matrixCell
+	nights        map[string][]float64 // a cell's nights, by its name at phase 0
+	cells         []matrixCell
 }
 
 // matrixRows is the worst night and the worst cell's median of every
@@ -518,8 +520,17 @@ func matrixRows(results []matrixResult) []*matrixRow {
 	for _, w := range rows {
 		for i, c := range w.cells {
 			vs := w.nights[c.String()]
-			if m := median(vs); i == 0 || worse(w.f.most, m, w.median) {
-				w.median, w.medianCell, w.spread = m, c, slices.Max(vs)-slices.Min(vs)
+			m := median(vs)
+			if i == 0 || worse(w.f.most, m, w.median) {
+				w.median, w.medianCell = m, c
+			}
+			margin := max(guarded[w.key.figure], slices.Max(vs)-slices.Min(vs))
+			b := m - margin
+			if w.f.most {
+				b = m + margin
+			}
+			if i == 0 || worse(w.f.most, b, w.bound) {
+				w.bound = b
 			}
 		}
 	}
@@ -573,11 +584,11 @@ func formatFigure(figure string, v float64) string {
 }
 
 // guarded are the figures matrixFloors bounds, with the least margin a
-// bound leaves below (or above) the worst cell's median measured when it
-// was set; the margin is that cell's spread over its phases when wider: a
-// bound then lets the median move as far as the phase alone moved the
-// cell's nights, and no further, so a miss is a change beyond the night's
-// chance. The least margins are the resolution of each figure that counts:
+// bound leaves below (or above) a cell's median measured when it was set;
+// the margin is the cell's spread over its phases when wider, and a row's
+// bound is the worst of its cells': a bound lets each cell's median move as
+// far as the phase alone moved its nights, and no further, so a miss is a
+// change beyond a night's chance. The least margins are the resolution of each figure that counts:
 // a point of efficiency (and of a 429 share), two calls in a hundred per
 // item (the target's own tolerance), five points of the second second's
 // calls (one call of a second at 20/s). The times to use a rise or obey a fall are not
@@ -595,16 +606,15 @@ func matrixFloorsLiteral(rows []*matrixRow) string {
 	var sb strings.Builder
 	sb.WriteString("var matrixFloors = map[string]float64{\n")
 	for _, w := range rows {
-		margin, ok := guarded[w.key.figure]
-		if !ok {
+		if _, ok := guarded[w.key.figure]; !ok {
 			continue
 		}
-		margin = max(margin, w.spread)
-		v := w.median - margin
+		// Rounded outwards: a bound no tighter than measured.
+		v := math.Floor(w.bound*1000) / 1000
 		if w.f.most {
-			v = w.median + margin
+			v = math.Ceil(w.bound*1000) / 1000
 		}
-		fmt.Fprintf(&sb, "\t%q: %.3f,\n", w.key.String(), math.Round(v*1000)/1000)
+		fmt.Fprintf(&sb, "\t%q: %.3f,\n", w.key.String(), v)
 	}
 	sb.WriteString("}\n")
 	return sb.String()
@@ -617,76 +627,76 @@ func matrixFloorsLiteral(rows []*matrixRow) string {
 // discovery's targets (the table's target column); where a row misses its
 // target, the bound only keeps it from getting worse.
 var matrixFloors = map[string]float64{
-	"unknown bucket-1call steady efficiency":             0.034,
-	"unknown bucket-1call steady 429 share after 10 s":   0.543,
+	"unknown bucket-1call steady efficiency":             0.033,
+	"unknown bucket-1call steady 429 share after 10 s":   0.544,
 	"unknown bucket-1call steady calls per item":         2.075,
-	"unknown bucket-1call zigzag efficiency":             0.577,
-	"unknown bucket-1call zigzag calls per item":         1.133,
-	"unknown bucket-1call rise-x4 efficiency":            0.696,
+	"unknown bucket-1call zigzag efficiency":             0.576,
+	"unknown bucket-1call zigzag calls per item":         1.134,
+	"unknown bucket-1call rise-x4 efficiency":            0.695,
 	"unknown bucket-1call rise-x4 calls per item":        1.048,
 	"unknown bucket-1call fall-x4 efficiency":            0.741,
-	"unknown bucket-1call fall-x4 calls per item":        1.029,
-	"unknown bucket-1call fall-rise efficiency":          0.837,
-	"unknown bucket-1call fall-rise calls per item":      1.072,
-	"unknown bucket-0.1s steady efficiency":              0.185,
-	"unknown bucket-0.1s steady 429 share after 10 s":    0.258,
+	"unknown bucket-1call fall-x4 calls per item":        1.030,
+	"unknown bucket-1call fall-rise efficiency":          0.836,
+	"unknown bucket-1call fall-rise calls per item":      1.073,
+	"unknown bucket-0.1s steady efficiency":              0.071,
+	"unknown bucket-0.1s steady 429 share after 10 s":    0.280,
 	"unknown bucket-0.1s steady calls per item":          1.372,
 	"unknown bucket-0.1s fall-rise efficiency":           0.583,
-	"unknown bucket-0.1s fall-rise calls per item":       1.174,
-	"unknown bucket-0.1s zigzag efficiency":              0.393,
-	"unknown bucket-0.1s zigzag calls per item":          1.077,
-	"unknown bucket-0.1s rise-x4 efficiency":             0.785,
+	"unknown bucket-0.1s fall-rise calls per item":       1.175,
+	"unknown bucket-0.1s zigzag efficiency":              0.392,
+	"unknown bucket-0.1s zigzag calls per item":          1.078,
+	"unknown bucket-0.1s rise-x4 efficiency":             0.784,
 	"unknown bucket-0.1s rise-x4 calls per item":         1.129,
 	"unknown bucket-0.1s fall-x4 efficiency":             -0.058,
 	"unknown bucket-0.1s fall-x4 calls per item":         1.360,
-	"unknown bucket-1s steady efficiency":                0.726,
-	"unknown bucket-1s steady 429 share after 10 s":      0.169,
+	"unknown bucket-1s steady efficiency":                0.709,
+	"unknown bucket-1s steady 429 share after 10 s":      0.170,
 	"unknown bucket-1s steady calls per item":            1.212,
 	"unknown bucket-1s fall-x4 efficiency":               0.983,
 	"unknown bucket-1s fall-x4 calls per item":           1.143,
 	"unknown bucket-1s fall-rise efficiency":             0.836,
 	"unknown bucket-1s fall-rise calls per item":         1.034,
-	"unknown bucket-1s zigzag efficiency":                0.988,
-	"unknown bucket-1s zigzag calls per item":            1.033,
-	"unknown bucket-1s rise-x4 efficiency":               0.957,
+	"unknown bucket-1s zigzag efficiency":                0.987,
+	"unknown bucket-1s zigzag calls per item":            1.034,
+	"unknown bucket-1s rise-x4 efficiency":               0.956,
 	"unknown bucket-1s rise-x4 calls per item":           1.021,
 	"unknown bucket-5s steady efficiency":                0.975,
-	"unknown bucket-5s steady 429 share after 10 s":      0.108,
-	"unknown bucket-5s steady calls per item":            1.120,
-	"unknown bucket-5s rise-x4 efficiency":               0.982,
+	"unknown bucket-5s steady 429 share after 10 s":      0.123,
+	"unknown bucket-5s steady calls per item":            1.160,
+	"unknown bucket-5s rise-x4 efficiency":               0.981,
 	"unknown bucket-5s rise-x4 calls per item":           1.166,
-	"unknown bucket-5s fall-x4 efficiency":               0.987,
-	"unknown bucket-5s fall-x4 calls per item":           1.229,
+	"unknown bucket-5s fall-x4 efficiency":               0.986,
+	"unknown bucket-5s fall-x4 calls per item":           1.230,
 	"unknown bucket-5s fall-rise efficiency":             0.961,
-	"unknown bucket-5s fall-rise calls per item":         1.024,
-	"unknown bucket-5s zigzag efficiency":                0.985,
+	"unknown bucket-5s fall-rise calls per item":         1.025,
+	"unknown bucket-5s zigzag efficiency":                0.984,
 	"unknown bucket-5s zigzag calls per item":            1.175,
-	"unknown log-1s steady efficiency":                   0.387,
-	"unknown log-1s steady 429 share after 10 s":         0.140,
+	"unknown log-1s steady efficiency":                   0.354,
+	"unknown log-1s steady 429 share after 10 s":         0.154,
 	"unknown log-1s steady calls per item":               1.222,
-	"unknown log-1s zigzag efficiency":                   0.385,
+	"unknown log-1s zigzag efficiency":                   0.384,
 	"unknown log-1s zigzag calls per item":               1.264,
 	"unknown log-1s rise-x4 efficiency":                  0.609,
 	"unknown log-1s rise-x4 calls per item":              1.065,
-	"unknown log-1s fall-x4 efficiency":                  0.573,
+	"unknown log-1s fall-x4 efficiency":                  0.572,
 	"unknown log-1s fall-x4 calls per item":              1.141,
-	"unknown log-1s fall-rise efficiency":                0.716,
-	"unknown log-1s fall-rise calls per item":            1.023,
+	"unknown log-1s fall-rise efficiency":                0.715,
+	"unknown log-1s fall-rise calls per item":            1.024,
 	"unknown log-10s steady efficiency":                  0.700,
-	"unknown log-10s steady 429 share after 10 s":        0.291,
+	"unknown log-10s steady 429 share after 10 s":        0.292,
 	"unknown log-10s steady calls per item":              1.415,
 	"unknown log-10s fall-rise efficiency":               0.869,
-	"unknown log-10s fall-rise calls per item":           1.463,
+	"unknown log-10s fall-rise calls per item":           1.464,
 	"unknown log-10s zigzag efficiency":                  0.666,
-	"unknown log-10s zigzag calls per item":              1.133,
+	"unknown log-10s zigzag calls per item":              1.134,
 	"unknown log-10s rise-x4 efficiency":                 0.881,
-	"unknown log-10s rise-x4 calls per item":             1.328,
+	"unknown log-10s rise-x4 calls per item":             1.329,
 	"unknown log-10s fall-x4 efficiency":                 0.948,
 	"unknown log-10s fall-x4 calls per item":             1.123,
-	"unknown window-1s steady efficiency":                0.459,
+	"unknown window-1s steady efficiency":                0.400,
 	"unknown window-1s steady 429 share after 10 s":      0.140,
 	"unknown window-1s steady calls per item":            1.177,
-	"unknown window-1s fall-x4 efficiency":               0.736,
+	"unknown window-1s fall-x4 efficiency":               0.735,
 	"unknown window-1s fall-x4 calls per item":           1.123,
 	"unknown window-1s fall-rise efficiency":             0.580,
 	"unknown window-1s fall-rise calls per item":         1.044,
@@ -694,28 +704,28 @@ var matrixFloors = map[string]float64{
 	"unknown window-1s zigzag calls per item":            1.139,
 	"unknown window-1s rise-x4 efficiency":               0.678,
 	"unknown window-1s rise-x4 calls per item":           1.030,
-	"unknown window-1s-ietf steady efficiency":           0.502,
-	"unknown window-1s-ietf steady 429 share after 10 s": 0.120,
+	"unknown window-1s-ietf steady efficiency":           0.356,
+	"unknown window-1s-ietf steady 429 share after 10 s": 0.126,
 	"unknown window-1s-ietf steady calls per item":       1.144,
 	"unknown window-1s-ietf rise-x4 efficiency":          0.470,
 	"unknown window-1s-ietf rise-x4 calls per item":      1.155,
-	"unknown window-1s-ietf fall-x4 efficiency":          0.358,
-	"unknown window-1s-ietf fall-x4 calls per item":      1.189,
+	"unknown window-1s-ietf fall-x4 efficiency":          0.357,
+	"unknown window-1s-ietf fall-x4 calls per item":      1.190,
 	"unknown window-1s-ietf fall-rise efficiency":        0.549,
-	"unknown window-1s-ietf fall-rise calls per item":    1.036,
+	"unknown window-1s-ietf fall-rise calls per item":    1.037,
 	"unknown window-1s-ietf zigzag efficiency":           0.337,
 	"unknown window-1s-ietf zigzag calls per item":       1.250,
 	"unknown leaky-20s zigzag efficiency":                0.986,
 	"unknown leaky-20s zigzag calls per item":            1.084,
 	"unknown leaky-20s steady efficiency":                0.973,
-	"unknown leaky-20s steady 429 share after 10 s":      0.223,
-	"unknown leaky-20s steady calls per item":            1.223,
-	"unknown leaky-20s rise-x4 efficiency":               0.989,
+	"unknown leaky-20s steady 429 share after 10 s":      0.224,
+	"unknown leaky-20s steady calls per item":            1.224,
+	"unknown leaky-20s rise-x4 efficiency":               0.988,
 	"unknown leaky-20s rise-x4 calls per item":           1.047,
-	"unknown leaky-20s fall-x4 efficiency":               0.989,
+	"unknown leaky-20s fall-x4 efficiency":               0.988,
 	"unknown leaky-20s fall-x4 calls per item":           1.023,
 	"unknown leaky-20s fall-rise efficiency":             0.988,
-	"unknown leaky-20s fall-rise calls per item":         1.030,
+	"unknown leaky-20s fall-rise calls per item":         1.031,
 	"told bucket-1call steady efficiency":                0.988,
 	"told bucket-1call steady calls per item":            1.020,
 	"told bucket-0.1s steady efficiency":                 0.988,
@@ -724,32 +734,32 @@ var matrixFloors = map[string]float64{
 	"told bucket-1s steady calls per item":               1.020,
 	"told bucket-5s steady efficiency":                   0.988,
 	"told bucket-5s steady calls per item":               1.020,
-	"told log-1s steady efficiency":                      0.990,
+	"told log-1s steady efficiency":                      0.989,
 	"told log-1s steady calls per item":                  1.020,
-	"told log-10s steady efficiency":                     0.990,
+	"told log-10s steady efficiency":                     0.989,
 	"told log-10s steady calls per item":                 1.020,
-	"told window-1s steady efficiency":                   0.990,
+	"told window-1s steady efficiency":                   0.989,
 	"told window-1s steady calls per item":               1.020,
 	"told window-1s-ietf steady efficiency":              0.600,
 	"told window-1s-ietf steady calls per item":          1.020,
-	"told leaky-20s steady efficiency":                   0.989,
+	"told leaky-20s steady efficiency":                   0.988,
 	"told leaky-20s steady calls per item":               1.020,
-	"stored bucket-1call steady second 2 / limit":        0.930,
-	"stored bucket-1call steady calls per item":          1.042,
-	"stored bucket-0.1s steady second 2 / limit":         0.930,
-	"stored bucket-0.1s steady calls per item":           1.045,
-	"stored bucket-1s steady second 2 / limit":           0.930,
+	"stored bucket-1call steady second 2 / limit":        0.929,
+	"stored bucket-1call steady calls per item":          1.043,
+	"stored bucket-0.1s steady second 2 / limit":         0.929,
+	"stored bucket-0.1s steady calls per item":           1.046,
+	"stored bucket-1s steady second 2 / limit":           0.929,
 	"stored bucket-1s steady calls per item":             1.040,
-	"stored bucket-5s steady second 2 / limit":           0.930,
-	"stored bucket-5s steady calls per item":             1.066,
-	"stored log-1s steady second 2 / limit":              0.930,
-	"stored log-1s steady calls per item":                1.031,
-	"stored log-10s steady second 2 / limit":             0.930,
-	"stored log-10s steady calls per item":               1.154,
-	"stored window-1s steady second 2 / limit":           0.930,
-	"stored window-1s steady calls per item":             1.103,
-	"stored window-1s-ietf steady second 2 / limit":      0.438,
+	"stored bucket-5s steady second 2 / limit":           0.929,
+	"stored bucket-5s steady calls per item":             1.067,
+	"stored log-1s steady second 2 / limit":              0.929,
+	"stored log-1s steady calls per item":                1.039,
+	"stored log-10s steady second 2 / limit":             0.929,
+	"stored log-10s steady calls per item":               1.155,
+	"stored window-1s steady second 2 / limit":           0.929,
+	"stored window-1s steady calls per item":             1.148,
+	"stored window-1s-ietf steady second 2 / limit":      0.437,
 	"stored window-1s-ietf steady calls per item":        1.020,
-	"stored leaky-20s steady second 2 / limit":           0.930,
+	"stored leaky-20s steady second 2 / limit":           0.929,
 	"stored leaky-20s steady calls per item":             1.079,
 }
