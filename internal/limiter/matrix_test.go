@@ -169,7 +169,7 @@ var (
 // changing pattern, every shape and rate told the limit and started from a
 // stored one; the latency and the process count turn with the cell so that
 // each of their values meets each shape, rate and Retry-After. It takes
-// about 6 s, 33 s under the race detector.
+// about 6 s, 33-39 s under the race detector on two cores.
 func suiteCells(all []matrixCell) []matrixCell {
 	index := func(c matrixCell) (shape, rate, ra, lat, procs, pattern int) {
 		shape = slices.IndexFunc(matrixShapes, func(s matrixShape) bool { return s.name == c.shape.name })
