@@ -12,10 +12,11 @@
 // three commands on the big ledger (auto_explain, with ANALYZE and BUFFERS).
 // With -old REV it also builds the binary of a git revision and times its
 // `status` and `report --date` on the big ledger, alternating with this
-// tree's, and says whether the two reports are the same. Last it times
-// `status` against the floor every command pays on the machine (the
-// process's start, a connection and one statement from psql) and through a
-// session-mode PgBouncer.
+// tree's, and says whether the two reports are the same. Last it enqueues
+// one more day on the big ledger and, that run open, times `status`
+// against the floor every command pays on the machine (the process's start,
+// a connection and one statement from psql) and through a session-mode
+// PgBouncer; the plans printed after it are of that state.
 //
 //	nice -n 10 go run ./bench/growth                 # about 15 GB in the temporary directory
 //	nice -n 10 go run ./bench/growth -old main       # and main's status and report beside this tree's
@@ -66,7 +67,7 @@ func main() {
 	flag.IntVar(&o.days, "days", 3, "days enqueued and consumed on each ledger")
 	flag.IntVar(&o.repeat, "repeat", 5, "runs of status, report and audit verify (the median is printed)")
 	flag.IntVar(&o.concurrency, "concurrency", 32, "consumer workers")
-	flag.IntVar(&o.floor, "floor", 11, "runs of status against the floor of any command (0: none)")
+	flag.IntVar(&o.floor, "floor", 11, "runs of status with a run open, against the floor of any command (0: none, and no run left open)")
 	flag.StringVar(&o.old, "old", "", "a git revision whose status and report are timed beside this tree's on the big ledger")
 	flag.BoolVar(&o.keep, "keep", false, "leave the cluster running at the end, to time commands on the big ledger by hand (about 23 GB)")
 	flag.Parse()
@@ -226,6 +227,15 @@ func run(ctx context.Context, o options) error {
 	}
 
 	if o.floor > 0 {
+		// A further day enqueued and not consumed: a night in progress.
+		open := days[len(days)-1].AddDays(1)
+		path := filepath.Join(dir, "payments-"+open.String()+".csv")
+		if err := writeDay(path, sample.Config{Date: open, Count: o.items, Seed: uint64(100 + o.days)}); err != nil {
+			return err
+		}
+		if _, err := timed(bin, envs["big"], "enqueue", "--date", open.String(), "--source", path); err != nil {
+			return err
+		}
 		if err := floor(o, c, bin); err != nil {
 			return err
 		}
@@ -266,9 +276,8 @@ func measure(ctx context.Context, url, bin string, env []string, o options, days
 }
 
 // timeReads times status, report --date and audit verify --date of the
-// last day on every ledger, o.repeat times each, the ledgers alternating
-// (and which goes first), so a moment's load weighs on both alike; it
-// stores the medians in figs.
+// last day on both ledgers, o.repeat times each, alternating, and stores
+// the medians in figs.
 func timeReads(o options, bin string, envs map[string][]string, figs map[string]*figures, last string) error {
 	for _, m := range []struct {
 		into func(*figures) *time.Duration
@@ -278,48 +287,73 @@ func timeReads(o options, bin string, envs map[string][]string, figs map[string]
 		{func(f *figures) *time.Duration { return &f.report }, []string{"report", "--date", last}},
 		{func(f *figures) *time.Duration { return &f.audit }, []string{"audit", "verify", "--date", last}},
 	} {
-		walls := map[string][]time.Duration{}
-		for i := range o.repeat {
-			dbs := []string{"empty", "big"}
-			if i%2 == 1 {
-				dbs[0], dbs[1] = dbs[1], dbs[0]
-			}
-			for _, db := range dbs {
-				wall, err := timed(bin, envs[db], m.args...)
-				if err != nil {
-					return fmt.Errorf("%s ledger: %w", db, err)
-				}
-				walls[db] = append(walls[db], wall)
-			}
+		ledgers := []string{"empty", "big"}
+		invs := make([]invocation, len(ledgers))
+		for i, db := range ledgers {
+			invs[i] = reconcileCmd(bin, envs[db], m.args...)
 		}
-		for db, w := range walls {
-			slices.Sort(w)
-			*m.into(figs[db]) = w[len(w)/2]
+		walls, _, err := alternate(o.repeat, invs)
+		if err != nil {
+			return err
+		}
+		for i, db := range ledgers {
+			*m.into(figs[db]) = median(walls[i])
 		}
 	}
 	return nil
 }
 
-// timed runs the binary to completion and returns its wall time.
-func timed(bin string, env []string, args ...string) (time.Duration, error) {
-	wall, _, err := timedOutput(bin, env, args...)
-	return wall, err
+// invocation is a command line to time, with its environment.
+type invocation struct {
+	env  []string
+	argv []string
 }
 
-// timedOutput runs the binary to completion and returns its wall time and
-// its standard output.
-func timedOutput(bin string, env []string, args ...string) (time.Duration, []byte, error) {
-	cmd := exec.Command(bin, append(args, "--log-level", "error")...)
-	cmd.Env = env
+// reconcileCmd is the binary's command line for args, logging errors only.
+func reconcileCmd(bin string, env []string, args ...string) invocation {
+	return invocation{env: env, argv: append(append([]string{bin}, args...), "--log-level", "error")}
+}
+
+// run runs the command to completion and returns its wall time and its
+// standard output.
+func (inv invocation) run() (time.Duration, []byte, error) {
+	cmd := exec.Command(inv.argv[0], inv.argv[1:]...)
+	cmd.Env = inv.env
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	t0 := time.Now()
 	err := cmd.Run()
 	wall := time.Since(t0)
 	if err != nil {
-		return 0, nil, fmt.Errorf("reconcile %s: %v: %s%s", strings.Join(args, " "), err, stdout.Bytes(), stderr.Bytes())
+		return 0, nil, fmt.Errorf("%s: %v: %s%s", strings.Join(inv.argv, " "), err, stdout.Bytes(), stderr.Bytes())
 	}
 	return wall, stdout.Bytes(), nil
+}
+
+// alternate runs every invocation rounds times, round after round, each
+// round starting one further along, so that a moment's load weighs on all
+// of them alike and none always goes first. It returns each invocation's
+// wall times, in the order measured, and its last output.
+func alternate(rounds int, invs []invocation) ([][]time.Duration, [][]byte, error) {
+	walls := make([][]time.Duration, len(invs))
+	outs := make([][]byte, len(invs))
+	for i := range rounds {
+		for k := range invs {
+			j := (i + k) % len(invs)
+			wall, out, err := invs[j].run()
+			if err != nil {
+				return nil, nil, err
+			}
+			walls[j], outs[j] = append(walls[j], wall), out
+		}
+	}
+	return walls, outs, nil
+}
+
+// timed runs the binary to completion and returns its wall time.
+func timed(bin string, env []string, args ...string) (time.Duration, error) {
+	wall, _, err := reconcileCmd(bin, env, args...).run()
+	return wall, err
 }
 
 // build builds the reconcile binary of the module at dir into bin.
@@ -359,25 +393,13 @@ func compare(o options, env []string, oldBin, newBin, last string) error {
 		o.old, o.repeat, loadavg())
 	fmt.Printf("%-34s %-40s %s\n", "", "old: median (each run)", "new: median (each run)")
 	for _, args := range [][]string{{"status"}, {"report", "--date", last}} {
-		walls := map[string][]time.Duration{}
-		outs := map[string][]byte{}
-		for i := range o.repeat {
-			bins := []string{oldBin, newBin}
-			if i%2 == 1 {
-				bins[0], bins[1] = bins[1], bins[0]
-			}
-			for _, bin := range bins {
-				wall, out, err := timedOutput(bin, env, args...)
-				if err != nil {
-					return err
-				}
-				walls[bin] = append(walls[bin], wall)
-				outs[bin] = out
-			}
+		walls, outs, err := alternate(o.repeat, []invocation{reconcileCmd(oldBin, env, args...), reconcileCmd(newBin, env, args...)})
+		if err != nil {
+			return err
 		}
-		fmt.Printf("%-34s %-40s %s\n", strings.Join(args, " "), spread(walls[oldBin]), spread(walls[newBin]))
+		fmt.Printf("%-34s %-40s %s\n", strings.Join(args, " "), spread(walls[0]), spread(walls[1]))
 		if args[0] == "report" {
-			fmt.Printf("%-34s %v\n", "reports the same", bytes.Equal(outs[oldBin], outs[newBin]))
+			fmt.Printf("%-34s %v\n", "reports the same", bytes.Equal(outs[0], outs[1]))
 		}
 	}
 	fmt.Printf("load average at the end: %s", loadavg())
@@ -390,8 +412,13 @@ func spread(walls []time.Duration) string {
 	for i, w := range walls {
 		parts[i] = round(w)
 	}
-	sorted := slices.Sorted(slices.Values(walls))
-	return round(sorted[len(sorted)/2]) + " (" + strings.Join(parts, ", ") + ")"
+	return round(median(walls)) + " (" + strings.Join(parts, ", ") + ")"
+}
+
+// median is the middle one of walls (the upper of the two middle ones of an
+// even number).
+func median(walls []time.Duration) time.Duration {
+	return slices.Sorted(slices.Values(walls))[len(walls)/2]
 }
 
 // printPlans runs status, report and audit verify once more on the big
