@@ -91,7 +91,8 @@ func itemTotals(t *testing.T, pool *pgxpool.Pool, runID uuid.UUID) []ledger.Prov
 		       count(*) FILTER (WHERE state = 'matched'), count(*) FILTER (WHERE state = 'mismatched'),
 		       count(*) FILTER (WHERE state = 'missing'), count(*) FILTER (WHERE state = 'dead_lettered'),
 		       count(*) FILTER (WHERE state = 'unexpected'), count(*) FILTER (WHERE state IN ('queued', 'retry_scheduled')),
-		       coalesce(sum(attempts), 0), coalesce(sum(throttles), 0)
+		       coalesce(sum(attempts), 0), coalesce(sum(throttles), 0),
+		       count(*) FILTER (WHERE state = 'queued'), count(*) FILTER (WHERE state = 'retry_scheduled')
 		  FROM items WHERE run_id = $1
 		 GROUP BY provider ORDER BY provider`, runID)
 	if err != nil {
@@ -107,8 +108,9 @@ func itemTotals(t *testing.T, pool *pgxpool.Pool, runID uuid.UUID) []ledger.Prov
 // TestSummariesAgreeWithTheItems checks the counters' summaries against
 // counts of the items (the run_summary view), for an open run of every state
 // and two providers and again once it completed: the live summary equals
-// the count, the bounded one its terminal part, and the totals by provider
-// equal a count of the items by provider.
+// the count, the bounded one its terminal part, the totals by provider
+// equal a count of the items by provider, and the bounded summary given the
+// totals' open figures (AddOpen) equals the count again.
 func TestSummariesAgreeWithTheItems(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
@@ -139,6 +141,9 @@ func TestSummariesAgreeWithTheItems(t *testing.T) {
 		}
 		if want := itemTotals(t, pool, runID); fmt.Sprint(totals) != fmt.Sprint(want) {
 			t.Errorf("%s: totals by provider %+v, items say %+v", stage, totals, want)
+		}
+		if bounded.AddOpen(totals); counts(bounded) != want {
+			t.Errorf("%s: bounded summary with the totals' open figures %+v, items say %+v", stage, counts(bounded), want)
 		}
 		return live
 	}

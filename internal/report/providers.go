@@ -8,9 +8,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/google/uuid"
-	"github.com/jackc/pgx/v5/pgxpool"
-
 	"github.com/reconcile/reconcile/internal/consume"
 	"github.com/reconcile/reconcile/internal/human"
 	"github.com/reconcile/reconcile/internal/ledger"
@@ -72,29 +69,13 @@ func providerLimiters(states []limiter.State) []LimiterStatus {
 	return out
 }
 
-// providerTotals returns a run's totals by provider, or nil when its items
-// name no provider (a night of one provider).
-func providerTotals(ctx context.Context, db DB, runID uuid.UUID) ([]ledger.ProviderTotal, error) {
-	t, err := ledger.ProviderTotals(ctx, db, runID)
-	if err != nil || (len(t) == 1 && t[0].Provider == "") {
-		return nil, err
+// shownTotals returns a run's totals by provider as a report shows them:
+// nil when its items name no provider (a night of one provider).
+func shownTotals(t []ledger.ProviderTotal) []ledger.ProviderTotal {
+	if len(t) == 1 && t[0].Provider == "" {
+		return nil
 	}
-	return t, nil
-}
-
-// addProviders fills in the providers' circuits and each run's totals by
-// provider.
-func (st *Status) addProviders(ctx context.Context, db *pgxpool.Pool) error {
-	var err error
-	if st.Circuits, err = loadCircuits(ctx, db); err != nil {
-		return err
-	}
-	for i := range st.Runs {
-		if st.Runs[i].Providers, err = providerTotals(ctx, db, st.Runs[i].RunID); err != nil {
-			return err
-		}
-	}
-	return nil
+	return t
 }
 
 // providerName shows the default provider of items that name none.

@@ -272,7 +272,7 @@ func LoadStatus(ctx context.Context, pool *pgxpool.Pool, opts StatusOptions) (St
 			}
 		}
 	}
-	if err := st.addProviders(ctx, pool); err != nil {
+	if st.Circuits, err = loadCircuits(ctx, pool); err != nil {
 		return Status{}, err
 	}
 	if err := st.addAnnouncements(ctx, pool, opts.Now); err != nil {
@@ -285,18 +285,25 @@ func LoadStatus(ctx context.Context, pool *pgxpool.Pool, opts StatusOptions) (St
 }
 
 // loadRuns reads the live summaries of the runs of d, or of the open runs
-// and the latest date's. A run is open until its completion is recorded
-// (completed_at, cleared again by a requeue), the test ledger.OpenRuns
-// makes too. A complete run's figures are its counters' (a few rows);
-// only open runs have their open items read.
+// and the latest date's, with their totals by provider. A run is open until
+// its completion is recorded (completed_at, cleared again by a requeue),
+// the test ledger.OpenRuns makes too. A complete run's figures are its
+// counters' (a few rows); only open runs have their open items read, once:
+// the totals by provider read them, and the run's own live figures are
+// their sums.
 func loadRuns(ctx context.Context, db DB, d payments.Date) ([]RunStatus, error) {
-	f := ledger.RunFilter{Date: d, OpenOrLatestDate: d.IsZero(), Live: true}
+	f := ledger.RunFilter{Date: d, OpenOrLatestDate: d.IsZero()}
 	ss, err := ledger.Summaries(ctx, db, f)
 	if err != nil {
 		return nil, err
 	}
 	runs := make([]RunStatus, len(ss))
 	for i, s := range ss {
+		totals, err := ledger.ProviderTotals(ctx, db, s.RunID)
+		if err != nil {
+			return nil, err
+		}
+		s.AddOpen(totals)
 		r := RunStatus{RunID: s.RunID, ReconciliationID: s.ReconciliationID, BusinessDate: s.BusinessDate.String(),
 			Generation: s.Generation, Trigger: s.Trigger, Source: s.Source, Items: int(s.Items),
 			States: StateCounts{Queued: int(s.Queued), RetryScheduled: int(s.RetryScheduled), Matched: int(s.Matched),
@@ -304,7 +311,7 @@ func loadRuns(ctx context.Context, db DB, d payments.Date) ([]RunStatus, error) 
 				Cancelled: int(s.Cancelled), Unexpected: int(s.Unexpected)},
 			Open: int(s.Open), ProviderCalls: s.ProviderCalls, Throttles: s.Throttles, CreatedAt: s.CreatedAt,
 			CompletedAt: s.CompletedAt, CancelledAt: s.CancelledAt, CancelledBy: s.CancelledBy,
-			CancelReason: s.CancelReason, DeadlineAt: s.DeadlineAt, CheckMode: s.CheckMode}
+			CancelReason: s.CancelReason, DeadlineAt: s.DeadlineAt, CheckMode: s.CheckMode, Providers: shownTotals(totals)}
 		if r.Items > 0 {
 			r.ProgressPercent = math.Round(float64(r.Items-r.Open)/float64(r.Items)*1000) / 10
 		}
