@@ -103,9 +103,13 @@ func recordedRun(t *testing.T, pool *pgxpool.Pool) uuid.UUID {
 			return err
 		}
 		var cs []ledger.Change
-		for i := range 30 { // six stay queued
-			cs = append(cs, ledger.Change{RunID: runID, TransactionID: fmt.Sprintf("tx%02d", i), From: ledger.Queued,
-				To: states[i%len(states)], Called: true, Attempt: 1, Reason: "test", Actor: "test", At: at})
+		for i := range 30 { // six stay open: two wait for a retry after a throttle, four were never called
+			c := ledger.Change{RunID: runID, TransactionID: fmt.Sprintf("tx%02d", i), From: ledger.Queued,
+				To: states[i%len(states)], Called: true, Attempt: 1, Reason: "test", Actor: "test", At: at}
+			if i >= 28 {
+				c.To, c.Throttled = ledger.RetryScheduled, true
+			}
+			cs = append(cs, c)
 		}
 		if _, err := ledger.RecordBatch(ctx, tx, cs); err != nil {
 			return err

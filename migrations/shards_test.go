@@ -13,8 +13,9 @@ import (
 
 // TestShardsByProviderBackfillMatchesTheLedger folds the counter rows the
 // ledger kept for a run of three providers back into one row per shard, as
-// they were before 00015, runs 00015's statements for such runs, and
-// compares the rows they make with those the ledger kept.
+// they were before 00015, runs 00015's statements for such runs (and
+// 00023's, which brings rows of that time to this schema), and compares
+// the rows they make with those the ledger kept.
 func TestShardsByProviderBackfillMatchesTheLedger(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
@@ -32,7 +33,7 @@ func TestShardsByProviderBackfillMatchesTheLedger(t *testing.T) {
 
 	runID := recordedRun(t, pool)
 	const rows = `SELECT shard, provider, remaining, matched, mismatched, missing, dead_lettered, cancelled,
-	                     provider_calls, throttles FROM run_shards WHERE run_id = $1`
+	                     provider_calls, throttles, retry_scheduled FROM run_shards WHERE run_id = $1`
 	read := func() map[string]bool { return rowSet(t, pool, rows, runID) }
 	kept := read()
 	err = pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
@@ -51,7 +52,8 @@ func TestShardsByProviderBackfillMatchesTheLedger(t *testing.T) {
 				return err
 			}
 		}
-		return nil
+		_, err := tx.Exec(ctx, openCountersBackfill(t))
+		return err
 	})
 	if err != nil {
 		t.Fatalf("backfill: %v", err)

@@ -28,55 +28,23 @@ type ProviderTotal struct {
 	// those answered 429.
 	ProviderCalls int64 `json:"provider_calls"`
 	Throttles     int64 `json:"throttles"`
-	// Queued and RetryScheduled split Open by state, for a run's own
-	// split (see Summary.AddOpen); they are not shown by provider.
-	Queued         int64 `json:"-"`
-	RetryScheduled int64 `json:"-"`
-}
-
-// AddOpen gives a summary read without RunFilter.Live the figures Live
-// reads, from the run's totals by provider, which hold them already: the
-// split of its open items and the calls made for those. A caller that
-// reads both saves reading the open items twice.
-func (s *Summary) AddOpen(totals []ProviderTotal) {
-	s.Queued, s.RetryScheduled, s.ProviderCalls, s.Throttles = 0, 0, 0, 0
-	for _, t := range totals {
-		s.Queued += t.Queued
-		s.RetryScheduled += t.RetryScheduled
-		s.ProviderCalls += t.ProviderCalls
-		s.Throttles += t.Throttles
-	}
 }
 
 // ProviderTotals breaks a run's items down by provider, ordered by name
-// (the default provider first). The terminal items' figures come from the
-// run's counter rows, which are kept per shard and provider (run_shards'
-// primary key (run_id, shard, provider)); while the run has open items,
-// the calls made for those are added and their states counted from their
-// range of items' primary key (run_id, transaction_id), so a complete run
-// is summed from its counters alone.
+// (the default provider first), from the run's counter rows, which are
+// kept per shard and provider (run_shards' primary key (run_id, shard,
+// provider)): a few rows per run, open or complete, whatever its size.
 func ProviderTotals(ctx context.Context, db Querier, runID uuid.UUID) ([]ProviderTotal, error) {
 	rows, err := db.Query(ctx, `
-		WITH s AS (
-		    SELECT provider, sum(remaining + `+perTerminal(`%s`, ` + `)+`) AS items,
-		           sum(matched) AS matched, sum(mismatched) AS mismatched, sum(missing) AS missing,
-		           sum(dead_lettered) AS dead_lettered, sum(unexpected) AS unexpected, sum(remaining) AS open,
-		           sum(provider_calls) AS calls, sum(throttles) AS throttles
-		      FROM run_shards WHERE run_id = $1
-		     GROUP BY provider),
-		o AS (
-		    SELECT provider, sum(attempts) AS calls, sum(throttles) AS throttles,
-		           count(*) FILTER (WHERE state = `+Queued.literal()+`) AS queued,
-		           count(*) FILTER (WHERE state = `+RetryScheduled.literal()+`) AS retry_scheduled
-		      FROM items
-		     WHERE run_id = $1 AND state IN `+sqlList(OpenStates())+` AND (SELECT sum(open) FROM s) > 0
-		     GROUP BY provider)
-		SELECT s.provider, s.items, s.matched, s.mismatched, s.missing, s.dead_lettered, s.unexpected, s.open,
-		       (s.calls + coalesce(o.calls, 0))::bigint, (s.throttles + coalesce(o.throttles, 0))::bigint,
-		       coalesce(o.queued, 0), coalesce(o.retry_scheduled, 0)
-		  FROM s LEFT JOIN o USING (provider)
-		 WHERE s.items > 0
-		 ORDER BY s.provider`, runID)
+		SELECT provider, items, matched, mismatched, missing, dead_lettered, unexpected, open, calls, throttles
+		  FROM (SELECT provider, sum(remaining + `+perTerminal(`%s`, ` + `)+`) AS items,
+		               sum(matched) AS matched, sum(mismatched) AS mismatched, sum(missing) AS missing,
+		               sum(dead_lettered) AS dead_lettered, sum(unexpected) AS unexpected, sum(remaining) AS open,
+		               sum(provider_calls)::bigint AS calls, sum(throttles)::bigint AS throttles
+		          FROM run_shards WHERE run_id = $1
+		         GROUP BY provider) s
+		 WHERE items > 0
+		 ORDER BY provider`, runID)
 	if err != nil {
 		return nil, fmt.Errorf("total items of run %s by provider: %w", runID, err)
 	}

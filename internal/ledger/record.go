@@ -83,9 +83,11 @@ func Record(ctx context.Context, tx DB, c Change) (Result, error) {
 // ErrConflict if an item is not in its change's From state, or appears
 // twice; the other changes were applied, so the caller must roll back.
 //
-// Concurrent batches lock the counter rows they count down in one shared
-// order (accounts, then shards, each sorted), so they cannot deadlock on
-// them.
+// Concurrent batches lock the counter rows they change in one shared order
+// (accounts, then shards, each sorted), so they cannot deadlock on them. An
+// account's row changes when one of its items closes; a shard's also when
+// one of its items is called, throttled, or enters or leaves
+// retry_scheduled (see counts).
 func RecordBatch(ctx context.Context, tx DB, cs []Change) (Result, error) {
 	if len(cs) == 0 {
 		return Result{}, nil
@@ -99,12 +101,14 @@ func RecordBatch(ctx context.Context, tx DB, cs []Change) (Result, error) {
 			return Result{}, err
 		}
 	}
-	closing := len(a.closingRuns) > 0
+	closing, counted := len(a.closingRuns) > 0, len(a.countedRuns) > 0
 
 	b := &pgx.Batch{}
 	if closing {
 		b.Queue(lockAccounts, a.closingRuns, a.closingIDs)
-		b.Queue(lockShards, a.closingRuns, a.closingIDs)
+	}
+	if counted {
+		b.Queue(lockShards, a.countedRuns, a.countedIDs)
 	}
 	if a.unmatched {
 		b.Queue(changeItemsUnmatched, a.changeArgs())
@@ -120,6 +124,8 @@ func RecordBatch(ctx context.Context, tx DB, cs []Change) (Result, error) {
 			if _, err := br.Exec(); err != nil {
 				return fmt.Errorf("lock account counters: %w", err)
 			}
+		}
+		if counted {
 			if _, err := br.Exec(); err != nil {
 				return fmt.Errorf("lock shard counters: %w", err)
 			}
@@ -206,9 +212,12 @@ type changeArrays struct {
 	retryAfter   []*int64
 	details      []*string
 	actor        []string
-	// The terminal changes, whose counters are counted down.
+	// The terminal changes, whose account counters are counted down.
 	closingRuns []uuid.UUID
 	closingIDs  []string
+	// The changes that change their shard counter (see counts).
+	countedRuns []uuid.UUID
+	countedIDs  []string
 	// unmatched is true when a change closes an item otherwise than
 	// matched: the batch updates run_breakdown too.
 	unmatched bool
@@ -254,7 +263,19 @@ func (a *changeArrays) add(c Change) error {
 		a.closingRuns = append(a.closingRuns, c.RunID)
 		a.closingIDs = append(a.closingIDs, c.TransactionID)
 	}
+	if counts(c) {
+		a.countedRuns = append(a.countedRuns, c.RunID)
+		a.countedIDs = append(a.countedIDs, c.TransactionID)
+	}
 	return nil
+}
+
+// counts reports whether c changes its shard's counter row: it closes the
+// item, records a call or a throttle, or moves the item into or out of
+// retry_scheduled. changeItemsSQL updates the rows of exactly these
+// changes, whose rows RecordBatch locks first.
+func counts(c Change) bool {
+	return c.To.Terminal() || c.Called || c.Throttled || (c.From == RetryScheduled) != (c.To == RetryScheduled)
 }
 
 // changeArgs returns the parameters of changeItems.
@@ -327,9 +348,12 @@ const (
 		 ORDER BY ord`
 )
 
-// changeItems updates the items still in their From state and, for those it
-// closed, counts their counter rows down and adds their outcome, calls and
-// throttles. It returns one 'item' row per item changed, one 'account' row
+// changeItems updates the items still in their From state. For those it
+// closed it counts their account rows down and adds their outcome, calls and
+// throttles; on their shard rows it counts the closed ones down with their
+// outcome, adds every change's call and throttle, open or closing, and
+// keeps the count of items in retry_scheduled, so that an open run's
+// figures are read from its counters as a complete run's are. It returns one 'item' row per item changed, one 'account' row
 // per account counter it emptied and one 'run' row per run with a shard
 // counter it emptied. Its state lists are built from [TerminalStates] once.
 // changeItemsUnmatched does the same and also adds the items that did not
@@ -387,7 +411,8 @@ func changeItemsSQL(unmatchedRows bool) string {
 		        terminal_at = CASE WHEN c.to_state IN ` + sqlList(TerminalStates()) + ` THEN c.at END
 		      FROM c
 		     WHERE i.run_id = c.run_id AND i.transaction_id = c.transaction_id AND i.state = c.from_state
-		    RETURNING i.run_id, i.transaction_id, i.account_id, i.shard, i.provider, i.state, i.attempts, i.throttles` + returning + `),
+		    RETURNING i.run_id, i.transaction_id, i.account_id, i.shard, i.provider, i.state, i.attempts, i.throttles,
+		              c.from_state, c.called, c.throttled` + returning + `),
 		closed AS (SELECT * FROM changed WHERE state IN ` + sqlList(TerminalStates()) + `),
 		accounts AS (
 		    UPDATE account_progress p SET ` + addTotals() + `
@@ -395,8 +420,19 @@ func changeItemsSQL(unmatchedRows bool) string {
 		     WHERE p.run_id = f.run_id AND p.account_id = f.account_id
 		    RETURNING p.run_id, p.account_id, p.remaining),
 		shards AS (
-		    UPDATE run_shards p SET ` + addTotals() + `
-		      FROM (SELECT run_id, shard, provider, ` + closedTotals() + ` FROM closed GROUP BY run_id, shard, provider) f
+		    UPDATE run_shards p SET ` + addTotals() + `,
+		        retry_scheduled = p.retry_scheduled + f.retries
+		      FROM (SELECT run_id, shard, provider,
+		                   count(*) FILTER (WHERE state IN ` + sqlList(TerminalStates()) + `) AS n,
+		                   ` + perTerminal(`count(*) FILTER (WHERE state = '%s') AS %s`, `,
+		                   `) + `,
+		                   sum(called) AS calls, sum(throttled) AS throttles,
+		                   count(*) FILTER (WHERE state = ` + RetryScheduled.literal() + `)
+		                   - count(*) FILTER (WHERE from_state = ` + RetryScheduled.literal() + `) AS retries
+		              FROM changed
+		             GROUP BY run_id, shard, provider
+		            HAVING bool_or(state IN ` + sqlList(TerminalStates()) + ` OR called > 0 OR throttled > 0
+		                           OR (state = ` + RetryScheduled.literal() + `) <> (from_state = ` + RetryScheduled.literal() + `))) f
 		     WHERE p.run_id = f.run_id AND p.shard = f.shard AND p.provider = f.provider
 		    RETURNING p.run_id, p.remaining)` + breakdown + `
 		SELECT 'item', run_id, transaction_id, account_id FROM changed

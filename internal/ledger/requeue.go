@@ -11,8 +11,9 @@ import (
 
 // Requeue moves dead-lettered items of a run back to queued (a redrive or a
 // `--rerun failed`), records a transition for each and reopens the run's
-// completion bookkeeping: the items count as open again, and their outcome,
-// calls and throttles leave the counters' totals until they finish anew.
+// completion bookkeeping: the items count as open again, and their outcome
+// (and, on their accounts' rows, their calls and throttles) leaves the
+// counters' totals until they finish anew.
 // Items not dead-lettered are left alone. It returns the transaction ids it
 // requeued.
 func Requeue(ctx context.Context, tx DB, runID uuid.UUID, transactionIDs []string, reason, actor string, at time.Time) ([]string, error) {
@@ -58,15 +59,14 @@ func Requeue(ctx context.Context, tx DB, runID uuid.UUID, transactionIDs []strin
 	}
 	b := &pgx.Batch{}
 	a.queueTransitions(b)
-	b.Queue(`UPDATE account_progress p SET `+reopen+`
+	b.Queue(`UPDATE account_progress p SET `+reopen+`,
+	               provider_calls = p.provider_calls - r.calls, throttles = p.throttles - r.throttles
 	           FROM (SELECT g, count(*) AS n, sum(calls) AS calls, sum(throttles) AS throttles
 	                   FROM unnest($2::text[], $3::int[], $4::int[]) AS u(g, calls, throttles) GROUP BY g) r
 	          WHERE p.run_id = $1 AND p.account_id = r.g`, runID, accounts, attempts, throttles)
 	b.Queue(`UPDATE run_shards p SET `+reopen+`
-	           FROM (SELECT g, pr, count(*) AS n, sum(calls) AS calls, sum(throttles) AS throttles
-	                   FROM unnest($2::smallint[], $3::text[], $4::int[], $5::int[]) AS u(g, pr, calls, throttles)
-	                  GROUP BY g, pr) r
-	          WHERE p.run_id = $1 AND p.shard = r.g AND p.provider = r.pr`, runID, shards, providers, attempts, throttles)
+	           FROM (SELECT g, pr, count(*) AS n FROM unnest($2::smallint[], $3::text[]) AS u(g, pr) GROUP BY g, pr) r
+	          WHERE p.run_id = $1 AND p.shard = r.g AND p.provider = r.pr`, runID, shards, providers)
 	b.Queue(`UPDATE run_breakdown p SET dead_lettered = p.dead_lettered - r.n, dead_lettered_minor = p.dead_lettered_minor - r.amount
 	           FROM (SELECT s, pr, cu, count(*) AS n, sum(amount) AS amount
 	                   FROM unnest($2::smallint[], $3::text[], $4::text[], $5::bigint[]) AS u(s, pr, cu, amount)
@@ -87,7 +87,10 @@ var requeueItems = `
 		 WHERE run_id = $1 AND transaction_id = ANY($2) AND state = ` + DeadLettered.literal() + `
 		RETURNING transaction_id, account_id, shard, provider, currency, amount_minor, attempts, throttles`
 
-// reopen takes requeued dead letters out of a counter row's totals: only
+// reopen counts requeued dead letters open again on a counter row: only
 // dead letters are requeued, so only the dead_lettered column goes down.
-const reopen = `remaining = p.remaining + r.n, ` + string(DeadLettered) + ` = p.` + string(DeadLettered) + ` - r.n,
-	               provider_calls = p.provider_calls - r.calls, throttles = p.throttles - r.throttles`
+// An account's row also gives back their calls and throttles, which it
+// counts for its closed items only (they are added again when the items
+// close); a shard's row counts every call of its items, open or closed, so
+// it keeps them.
+const reopen = `remaining = p.remaining + r.n, ` + string(DeadLettered) + ` = p.` + string(DeadLettered) + ` - r.n`

@@ -36,15 +36,13 @@ type Summary struct {
 	CompletedAt *time.Time
 	// Open counts the items not in a terminal state yet.
 	Open int64
-	// Queued and RetryScheduled split Open by state. Only RunFilter.Live
-	// reads them; they are zero otherwise.
+	// Queued and RetryScheduled split Open by state.
 	Queued, RetryScheduled int64
 	// Matched, Mismatched, Missing, DeadLettered, Cancelled and Unexpected
 	// count the terminal items by outcome.
 	Matched, Mismatched, Missing, DeadLettered, Cancelled, Unexpected int64
-	// ProviderCalls counts the provider calls made for the terminal items
-	// and Throttles those answered 429; with RunFilter.Live, those made for
-	// the open items too.
+	// ProviderCalls counts the provider calls made for the run's items and
+	// Throttles those answered 429.
 	ProviderCalls, Throttles int64
 	// Completion is the run's first completion record; nil before the run
 	// first completed.
@@ -94,53 +92,34 @@ type RunFilter struct {
 	NewestFirst bool
 	// Limit caps the number of runs; 0: no cap.
 	Limit int
-	// Live also reads the open items of the runs that have any: Queued,
-	// RetryScheduled and the calls made for them. That reads each such
-	// run's range of the primary key of items, so it costs in proportion to
-	// the size of the open runs; without Live a summary costs a few rows per
-	// run whatever its size, as a page that must stay bounded wants.
-	Live bool
 }
 
-// summarySQL selects a Summary of runs r: the totals from the run's counter
-// rows (the range of run_shards' primary key (run_id, shard, provider)),
-// with live the open items' split from their range of items' primary key
-// (run_id, transaction_id), read only for runs with open items, and the
-// completion record from run_completions' primary key.
-func summarySQL(live bool) string {
-	open, openCols := "", `0, 0, 0, 0`
-	if live {
-		open = `
-		  LEFT JOIN LATERAL (
-		        SELECT count(*) FILTER (WHERE i.state = ` + Queued.literal() + `) AS queued,
-		               count(*) FILTER (WHERE i.state = ` + RetryScheduled.literal() + `) AS retry_scheduled,
-		               coalesce(sum(i.attempts), 0) AS calls, coalesce(sum(i.throttles), 0) AS throttles
-		          FROM items i
-		         WHERE i.run_id = r.run_id AND i.state IN ` + sqlList(OpenStates()) + ` AND s.open > 0) o ON true`
-		openCols = `o.queued, o.retry_scheduled, o.calls, o.throttles`
-	}
-	return `
+// summarySQL selects a Summary of runs r: its figures from the run's
+// counter rows (the range of run_shards' primary key (run_id, shard,
+// provider)), open or complete, and the completion record from
+// run_completions' primary key.
+var summarySQL = `
 		SELECT r.run_id, r.reconciliation_id, r.business_date::text, r.generation, r.trigger, r.triggered_by,
 		       r.source, r.source_sha256, r.time_zone, r.item_count, r.created_at, r.completed_at,
 		       coalesce(s.open, 0), ` + perTerminal(`coalesce(s.%s, 0)`, `, `) + `,
-		       coalesce(s.calls, 0)::bigint, coalesce(s.throttles, 0)::bigint, ` + openCols + `,
+		       coalesce(s.calls, 0)::bigint, coalesce(s.throttles, 0)::bigint,
+		       coalesce(s.open - s.retry_scheduled, 0), coalesce(s.retry_scheduled, 0),
 		       c.round, c.items, ` + perTerminal(`c.%s`, `, `) + `, c.provider_calls, c.throttles,
 		       c.completed_at, c.completed_by,
 		       r.cancelled_at, coalesce(r.cancelled_by, ''), coalesce(r.cancel_reason, ''), r.deadline_at,
 		       coalesce(r.check_mode, '')
 		  FROM runs r
 		  LEFT JOIN LATERAL (
-		        SELECT sum(remaining) AS open, ` + perTerminal(`sum(%s) AS %s`, `, `) + `,
+		        SELECT sum(remaining) AS open, sum(retry_scheduled) AS retry_scheduled,
+		               ` + perTerminal(`sum(%s) AS %s`, `, `) + `,
 		               sum(provider_calls) AS calls, sum(throttles) AS throttles
-		          FROM run_shards WHERE run_id = r.run_id) s ON true` + open + `
+		          FROM run_shards WHERE run_id = r.run_id) s ON true
 		  LEFT JOIN run_completions c ON c.run_id = r.run_id`
-}
 
 // scanSummary scans a row of summarySQL.
 func scanSummary(row pgx.CollectableRow) (Summary, error) {
 	var s Summary
 	var date string
-	var openCalls, openThrottles int64
 	var round *int
 	var c Completion
 	var cItems, cMatched, cMismatched, cMissing, cDead, cCancelled, cUnexpected *int
@@ -150,7 +129,7 @@ func scanSummary(row pgx.CollectableRow) (Summary, error) {
 	err := row.Scan(&s.RunID, &s.ReconciliationID, &date, &s.Generation, &s.Trigger, &s.TriggeredBy,
 		&s.Source, &s.SourceSHA256, &s.TimeZone, &s.Items, &s.CreatedAt, &s.CompletedAt,
 		&s.Open, &s.Matched, &s.Mismatched, &s.Missing, &s.DeadLettered, &s.Cancelled, &s.Unexpected,
-		&s.ProviderCalls, &s.Throttles, &s.Queued, &s.RetryScheduled, &openCalls, &openThrottles,
+		&s.ProviderCalls, &s.Throttles, &s.Queued, &s.RetryScheduled,
 		&round, &cItems, &cMatched, &cMismatched, &cMissing, &cDead, &cCancelled, &cUnexpected, &cCalls, &cThrottles, &cAt, &cBy,
 		&s.CancelledAt, &s.CancelledBy, &s.CancelReason, &s.DeadlineAt, &s.CheckMode)
 	if err != nil {
@@ -159,8 +138,6 @@ func scanSummary(row pgx.CollectableRow) (Summary, error) {
 	if s.BusinessDate, err = payments.ParseDate(date); err != nil {
 		return s, err
 	}
-	s.ProviderCalls += openCalls
-	s.Throttles += openThrottles
 	if round != nil {
 		c = Completion{ReconciliationID: s.ReconciliationID, RunID: s.RunID, Round: *round, Items: *cItems,
 			Matched: *cMatched, Mismatched: *cMismatched, Missing: *cMissing, DeadLettered: *cDead,
@@ -203,7 +180,7 @@ func Summaries(ctx context.Context, db Querier, f RunFilter) ([]Summary, error) 
 		where = append(where, `(r.business_date, r.generation) < (@before_date::date, @before_generation)`)
 		args["before_date"], args["before_generation"] = f.Before.Date.String(), f.Before.Generation
 	}
-	sql := summarySQL(f.Live)
+	sql := summarySQL
 	if len(where) > 0 {
 		sql += "\n WHERE " + strings.Join(where, " AND ")
 	}

@@ -246,10 +246,9 @@ func (c *Collector) collectQueue(ctx context.Context, ch chan<- prometheus.Metri
 }
 
 // collectLedger reads the items by state of open and recent runs, and the
-// completion times of recent runs: their live summaries, from the counters
-// of complete runs and the open items of the others.
+// completion times of recent runs: their summaries, from their counters.
 func (c *Collector) collectLedger(ctx context.Context, ch chan<- prometheus.Metric) error {
-	runs, err := ledger.Summaries(ctx, c.cfg.DB, ledger.RunFilter{CompletedSince: c.cfg.Now().Add(-c.cfg.Recent), Live: true})
+	runs, err := ledger.Summaries(ctx, c.cfg.DB, ledger.RunFilter{CompletedSince: c.cfg.Now().Add(-c.cfg.Recent)})
 	if err != nil {
 		return fmt.Errorf("count items by state: %w", err)
 	}

@@ -244,9 +244,8 @@ type rowsTo struct {
 	item        func(Item) error
 }
 
-// findRun reads the live summary of the run of a report and its totals by
-// provider, which give the summary its live figures (the open items are
-// read once).
+// findRun reads the summary of the run of a report and its totals by
+// provider, both from the run's counters.
 func findRun(ctx context.Context, db DB, opts Options) (ledger.Summary, []ledger.ProviderTotal, error) {
 	if opts.Date.IsZero() {
 		return ledger.Summary{}, nil, errors.New("load report: no business date")
@@ -265,7 +264,6 @@ func findRun(ctx context.Context, db DB, opts Options) (ledger.Summary, []ledger
 	if err != nil {
 		return ledger.Summary{}, nil, err
 	}
-	s.AddOpen(totals)
 	return s, totals, nil
 }
 

@@ -284,13 +284,11 @@ func LoadStatus(ctx context.Context, pool *pgxpool.Pool, opts StatusOptions) (St
 	return st, nil
 }
 
-// loadRuns reads the live summaries of the runs of d, or of the open runs
-// and the latest date's, with their totals by provider. A run is open until
-// its completion is recorded (completed_at, cleared again by a requeue),
-// the test ledger.OpenRuns makes too. A complete run's figures are its
-// counters' (a few rows); only open runs have their open items read, once:
-// the totals by provider read them, and the run's own live figures are
-// their sums.
+// loadRuns reads the summaries of the runs of d, or of the open runs and
+// the latest date's, with their totals by provider. A run is open until its
+// completion is recorded (completed_at, cleared again by a requeue), the
+// test ledger.OpenRuns makes too. Open or complete, a run's figures are its
+// counters' (a few rows), not its items'.
 func loadRuns(ctx context.Context, db DB, d payments.Date) ([]RunStatus, error) {
 	f := ledger.RunFilter{Date: d, OpenOrLatestDate: d.IsZero()}
 	ss, err := ledger.Summaries(ctx, db, f)
@@ -303,7 +301,6 @@ func loadRuns(ctx context.Context, db DB, d payments.Date) ([]RunStatus, error) 
 		if err != nil {
 			return nil, err
 		}
-		s.AddOpen(totals)
 		r := RunStatus{RunID: s.RunID, ReconciliationID: s.ReconciliationID, BusinessDate: s.BusinessDate.String(),
 			Generation: s.Generation, Trigger: s.Trigger, Source: s.Source, Items: int(s.Items),
 			States: StateCounts{Queued: int(s.Queued), RetryScheduled: int(s.RetryScheduled), Matched: int(s.Matched),
