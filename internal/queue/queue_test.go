@@ -528,6 +528,37 @@ SELECT (SELECT count(*) FROM queue_messages),
 	if s.Runs[0].Counts != wantA || s.Runs[1].Counts != wantB {
 		t.Errorf("per-run stats %+v %+v, want %+v %+v", s.Runs[0].Counts, s.Runs[1].Counts, wantA, wantB)
 	}
+
+	// RunWaits reads the same figures but the available count, in the
+	// order asked, a run without messages included.
+	none := uuid.New()
+	ws, err := b.q.RunWaits(ctx, b.pool, []uuid.UUID{runB, none, runA})
+	if err != nil {
+		t.Fatal(err)
+	}
+	wantWaits := []RunWait{{RunID: runB, OldestAvailableAge: time.Second}, {RunID: none},
+		{RunID: runA, InFlight: 4, Delayed: 1, DeadLettered: 1, OldestAvailableAge: 2 * time.Second}}
+	if !slices.Equal(ws, wantWaits) {
+		t.Errorf("run waits %+v, want %+v", ws, wantWaits)
+	}
+	// With every available message claimed, run A has none waiting: its
+	// oldest is found past its messages in flight, which are not. An hour
+	// on, the leases have expired and the retry is due: all of them wait
+	// again, the oldest since the first publication.
+	mustClaim(t, b.q, 9, 9)
+	if ws, err = b.q.RunWaits(ctx, b.pool, []uuid.UUID{runA}); err != nil {
+		t.Fatal(err)
+	}
+	if want := (RunWait{RunID: runA, InFlight: 6, Delayed: 1, DeadLettered: 1}); len(ws) != 1 || ws[0] != want {
+		t.Errorf("run waits with nothing available %+v, want %+v", ws, want)
+	}
+	b.clock.Advance(time.Hour)
+	if ws, err = b.q.RunWaits(ctx, b.pool, []uuid.UUID{runA}); err != nil {
+		t.Fatal(err)
+	}
+	if want := (RunWait{RunID: runA, DeadLettered: 1, OldestAvailableAge: time.Hour + 2*time.Second}); len(ws) != 1 || ws[0] != want {
+		t.Errorf("run waits an hour on %+v, want %+v", ws, want)
+	}
 }
 
 // TestStatsReadsOpenMessagesThroughTheirIndexes checks that Stats costs what
@@ -564,6 +595,10 @@ func TestStatsReadsOpenMessagesThroughTheirIndexes(t *testing.T) {
 	if p := plan(openCountsSQL); strings.Contains(p, "Seq Scan on queue_messages") ||
 		!strings.Contains(p, "queue_messages_dead") || !strings.Contains(p, "ready") {
 		t.Errorf("Stats's plan does not read the open messages through their indexes:\n%s", p)
+	}
+	if p := plan(strings.ReplaceAll(runWaitsSQL, "$2", "ARRAY['"+uuid.NewString()+"']::uuid[]")); strings.Contains(p, "Seq Scan on queue_messages") ||
+		!strings.Contains(p, "queue_messages_ready_run") || !strings.Contains(p, "queue_messages_dead") {
+		t.Errorf("RunWaits's plan does not read through the indexes of ready and dead messages:\n%s", p)
 	}
 	if p := plan(exactCountsSQL); !strings.Contains(p, "Seq Scan on queue_messages") {
 		t.Errorf("ExactStats's plan does not scan the table:\n%s", p)

@@ -44,6 +44,66 @@ func (q *Queue) RunSplit(ctx context.Context, db Querier, runID uuid.UUID, limit
 	return s, nil
 }
 
+// RunWait is what the queue holds of a run apart from its available
+// messages, which RunWaits does not count (see there).
+type RunWait struct {
+	RunID uuid.UUID
+	// InFlight counts the run's claimed messages within their visibility
+	// timeout, Delayed those rescheduled for later and DeadLettered its
+	// dead letters.
+	InFlight, Delayed, DeadLettered int64
+	// OldestAvailableAge is how long the run's oldest available message
+	// has been in the queue since it was first published; 0 when none is
+	// available.
+	OldestAvailableAge time.Duration
+}
+
+// RunWaits reads, for each of runs, the messages the queue holds of it
+// other than its available ones, and the age of its oldest available
+// message, without counting the available messages, which can be the
+// whole night: their number is the run's ready messages (its open items,
+// for the ledger settles an item and its message in one transaction) less
+// those in flight or delayed. Each figure is a short range of a partial
+// index: the messages not yet visible (queue_messages_ready after now), the
+// run's dead letters (queue_messages_dead) and its first available message
+// by publication (queue_messages_ready_run), past only the run's messages
+// in flight or delayed. Runs without any of these are returned with zeros.
+func (q *Queue) RunWaits(ctx context.Context, db Querier, runs []uuid.UUID) ([]RunWait, error) {
+	rows, err := db.Query(ctx, runWaitsSQL, q.now(), runs)
+	if err != nil {
+		return nil, fmt.Errorf("read the queue of %d runs: %w", len(runs), err)
+	}
+	out, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (RunWait, error) {
+		var w RunWait
+		var age int64
+		err := row.Scan(&w.RunID, &w.InFlight, &w.Delayed, &w.DeadLettered, &age)
+		w.OldestAvailableAge = time.Duration(age) * time.Microsecond
+		return w, err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("read the queue of %d runs: %w", len(runs), err)
+	}
+	return out, nil
+}
+
+// runWaitsSQL reads RunWaits's figures at $1 (NULL: now()) for the runs
+// $2, in their order.
+const runWaitsSQL = `
+		SELECT r.run_id, coalesce(w.in_flight, 0), coalesce(w.delayed, 0), d.dead,
+		       coalesce((extract(epoch FROM ` + statsNow + ` - o.enqueued_at) * 1000000)::bigint, 0)
+		  FROM unnest($2::uuid[]) WITH ORDINALITY AS r(run_id, ord)
+		  LEFT JOIN (SELECT run_id, count(*) FILTER (WHERE lease IS NOT NULL) AS in_flight,
+		                    count(*) FILTER (WHERE lease IS NULL) AS delayed
+		               FROM queue_messages
+		              WHERE state = 'ready' AND visible_at > ` + statsNow + ` AND run_id = ANY ($2)
+		              GROUP BY run_id) w USING (run_id)
+		  CROSS JOIN LATERAL (SELECT count(*) AS dead FROM queue_messages
+		                       WHERE state = 'dead' AND run_id = r.run_id) d
+		  LEFT JOIN LATERAL (SELECT enqueued_at FROM queue_messages
+		                      WHERE state = 'ready' AND run_id = r.run_id AND visible_at <= ` + statsNow + `
+		                      ORDER BY enqueued_at LIMIT 1) o ON true
+		 ORDER BY r.ord`
+
 // ReasonCount counts the dead letters of one reason.
 type ReasonCount struct {
 	Reason string

@@ -317,25 +317,26 @@ func loadRuns(ctx context.Context, db DB, d payments.Date) ([]RunStatus, error) 
 	return runs, nil
 }
 
-// addQueueStats fills in each run's queue counts.
+// addQueueStats fills in each run's queue counts. The queue reads what it
+// holds of each run apart from its available messages (queue.RunWaits); a
+// run's ready messages are its open items, so the available ones are those
+// less the ones in flight or delayed, and a run's status costs the same at
+// the start of a night of millions as at its end.
 func addQueueStats(ctx context.Context, pool *pgxpool.Pool, now time.Time, runs []RunStatus) error {
 	if len(runs) == 0 {
 		return nil
 	}
-	// A run's status shows its open messages only: the acked ones are
-	// not estimated.
-	qs, err := queue.New(pool, queue.Config{Now: func() time.Time { return now }}).OpenStats(ctx)
+	ids := make([]uuid.UUID, len(runs))
+	for i, r := range runs {
+		ids[i] = r.RunID
+	}
+	ws, err := queue.New(pool, queue.Config{Now: func() time.Time { return now }}).RunWaits(ctx, pool, ids)
 	if err != nil {
 		return err
 	}
-	byRun := make(map[uuid.UUID]queue.Counts, len(qs.Runs))
-	for _, r := range qs.Runs {
-		byRun[r.RunID] = r.Counts
-	}
-	for i := range runs {
-		c := byRun[runs[i].RunID]
-		runs[i].Queue = QueueStatus{Available: c.Available, InFlight: c.InFlight, Delayed: c.Delayed,
-			DeadLettered: c.DeadLettered, OldestWaitingSeconds: c.OldestAvailableAge.Seconds()}
+	for i, w := range ws {
+		runs[i].Queue = QueueStatus{Available: max(int64(runs[i].Open)-w.InFlight-w.Delayed, 0), InFlight: w.InFlight,
+			Delayed: w.Delayed, DeadLettered: w.DeadLettered, OldestWaitingSeconds: w.OldestAvailableAge.Seconds()}
 	}
 	return nil
 }
