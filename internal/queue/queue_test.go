@@ -847,3 +847,68 @@ func TestListenerReconnectsQuietlyAfterACancelledWait(t *testing.T) {
 		t.Error("listener did not reconnect")
 	}
 }
+
+// TestRunWaitsReadsFewEntriesWithStaleStatistics checks RunWaits's plan
+// where a big queue table is planned from statistics taken when every
+// message was acked (autovacuum analyses it after a tenth of its rows
+// changed, so a night's new messages are never in them): a night of 18,000
+// messages just published, two in flight and one delayed. Its statement
+// must reach the run's few messages in flight or delayed and its first
+// available one through the run's range of queue_messages_ready_run, not
+// walk every ready message.
+func TestRunWaitsReadsFewEntriesWithStaleStatistics(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	b := setup(t, Config{}, false)
+	night := uuid.New()
+	if _, err := b.pool.Exec(ctx, `
+		INSERT INTO queue_messages (run_id, reconciliation_id, transaction_id, idempotency_key, state, visible_at,
+		                            enqueued_at, changed_at)
+		SELECT $1, 'nightly-2026-10-23', 'tx' || n, 'nightly-2026-10-23:tx' || n, 'acked', now(), now(), now()
+		  FROM generate_series(1, 50000) n`, uuid.New()); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := b.pool.Exec(ctx, `ANALYZE queue_messages`); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := b.pool.Exec(ctx, `
+		INSERT INTO queue_messages (run_id, reconciliation_id, transaction_id, idempotency_key, state, visible_at,
+		                            enqueued_at, changed_at, lease)
+		SELECT $1, 'nightly-2026-10-24', 'tx' || n, 'nightly-2026-10-24:tx' || n, 'ready',
+		       CASE WHEN n <= 3 THEN now() + interval '1 minute' ELSE now() - interval '1 minute' END,
+		       now() - interval '1 hour', now(), CASE WHEN n <= 2 THEN gen_random_uuid() END
+		  FROM generate_series(1, 18000) n`, night); err != nil {
+		t.Fatal(err)
+	}
+	rows, err := b.pool.Query(ctx, `EXPLAIN (ANALYZE, COSTS OFF, TIMING OFF, SUMMARY OFF) `+runWaitsSQL, nil, []uuid.UUID{night})
+	if err != nil {
+		t.Fatal(err)
+	}
+	lines, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		t.Fatal(err)
+	}
+	plan := strings.Join(lines, "\n")
+	// Each scan's rows, and those its filter removed: the entries it read.
+	read := 0
+	for _, l := range lines {
+		var n int
+		if i := strings.Index(l, "rows="); i >= 0 && strings.Contains(l, "Scan") {
+			if _, err := fmt.Sscanf(l[i:], "rows=%d", &n); err == nil {
+				read += n
+			}
+		} else if _, err := fmt.Sscanf(strings.TrimSpace(l), "Rows Removed by Filter: %d", &n); err == nil {
+			read += n
+		}
+	}
+	if read > 10 {
+		t.Errorf("RunWaits's plan reads %d entries, want a few:\n%s", read, plan)
+	}
+	ws, err := b.q.RunWaits(ctx, b.pool, []uuid.UUID{night})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(ws) != 1 || ws[0].InFlight != 2 || ws[0].Delayed != 1 || ws[0].OldestAvailableAge < time.Hour {
+		t.Errorf("run waits %+v, want 2 in flight, 1 delayed, the oldest an hour old", ws)
+	}
+}

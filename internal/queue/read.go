@@ -64,10 +64,12 @@ type RunWait struct {
 // whole night: their number is the run's ready messages (its open items,
 // for the ledger settles an item and its message in one transaction) less
 // those in flight or delayed. Each figure is a short range of a partial
-// index: the messages not yet visible (queue_messages_ready after now), the
-// run's dead letters (queue_messages_dead) and its first available message
-// by publication (queue_messages_ready_run), past only the run's messages
-// in flight or delayed. Runs without any of these are returned with zeros.
+// index: the run's messages visible after now and its first available one
+// (queue_messages_ready_run (run_id, visible_at)), and its dead letters
+// (queue_messages_dead). A run's messages are published together, in the
+// transaction that enqueues it, and keep that publication time when
+// redriven, so any available message's is the run's oldest. Runs without
+// any of these are returned with zeros.
 func (q *Queue) RunWaits(ctx context.Context, db Querier, runs []uuid.UUID) ([]RunWait, error) {
 	rows, err := db.Query(ctx, runWaitsSQL, q.now(), runs)
 	if err != nil {
@@ -89,19 +91,18 @@ func (q *Queue) RunWaits(ctx context.Context, db Querier, runs []uuid.UUID) ([]R
 // runWaitsSQL reads RunWaits's figures at $1 (NULL: now()) for the runs
 // $2, in their order.
 const runWaitsSQL = `
-		SELECT r.run_id, coalesce(w.in_flight, 0), coalesce(w.delayed, 0), d.dead,
+		SELECT r.run_id, w.in_flight, w.delayed, d.dead,
 		       coalesce((extract(epoch FROM ` + statsNow + ` - o.enqueued_at) * 1000000)::bigint, 0)
 		  FROM unnest($2::uuid[]) WITH ORDINALITY AS r(run_id, ord)
-		  LEFT JOIN (SELECT run_id, count(*) FILTER (WHERE lease IS NOT NULL) AS in_flight,
-		                    count(*) FILTER (WHERE lease IS NULL) AS delayed
-		               FROM queue_messages
-		              WHERE state = 'ready' AND visible_at > ` + statsNow + ` AND run_id = ANY ($2)
-		              GROUP BY run_id) w USING (run_id)
-		  CROSS JOIN LATERAL (SELECT count(*) AS dead FROM queue_messages
-		                       WHERE state = 'dead' AND run_id = r.run_id) d
+		 CROSS JOIN LATERAL (SELECT count(*) FILTER (WHERE lease IS NOT NULL) AS in_flight,
+		                            count(*) FILTER (WHERE lease IS NULL) AS delayed
+		                       FROM queue_messages
+		                      WHERE state = 'ready' AND run_id = r.run_id AND visible_at > ` + statsNow + `) w
+		 CROSS JOIN LATERAL (SELECT count(*) AS dead FROM queue_messages
+		                      WHERE state = 'dead' AND run_id = r.run_id) d
 		  LEFT JOIN LATERAL (SELECT enqueued_at FROM queue_messages
 		                      WHERE state = 'ready' AND run_id = r.run_id AND visible_at <= ` + statsNow + `
-		                      ORDER BY enqueued_at LIMIT 1) o ON true
+		                      ORDER BY visible_at LIMIT 1) o ON true
 		 ORDER BY r.ord`
 
 // ReasonCount counts the dead letters of one reason.
