@@ -597,7 +597,7 @@ func TestStatsReadsOpenMessagesThroughTheirIndexes(t *testing.T) {
 		t.Errorf("Stats's plan does not read the open messages through their indexes:\n%s", p)
 	}
 	if p := plan(strings.ReplaceAll(runWaitsSQL, "$2", "ARRAY['"+uuid.NewString()+"']::uuid[]")); strings.Contains(p, "Seq Scan on queue_messages") ||
-		!strings.Contains(p, "queue_messages_ready_run") || !strings.Contains(p, "queue_messages_dead") {
+		strings.Contains(p, "queue_messages_provider_ready") || !strings.Contains(p, "queue_messages_dead") {
 		t.Errorf("RunWaits's plan does not read through the indexes of ready and dead messages:\n%s", p)
 	}
 	if p := plan(exactCountsSQL); !strings.Contains(p, "Seq Scan on queue_messages") {
@@ -852,10 +852,11 @@ func TestListenerReconnectsQuietlyAfterACancelledWait(t *testing.T) {
 // where a big queue table is planned from statistics taken when every
 // message was acked (autovacuum analyses it after a tenth of its rows
 // changed, so a night's new messages are never in them): a night of 18,000
-// messages just published, two in flight and one delayed. Its statement
-// must reach the run's few messages in flight or delayed and its first
-// available one through the run's range of queue_messages_ready_run, not
-// walk every ready message.
+// messages of two providers just published, two in flight and one delayed.
+// Its statement must reach the few messages in flight or delayed and the
+// run's first available one through ranges of queue_messages_ready, not
+// walk every ready message (the provider claim index, whose predicate
+// names a provider, cannot serve it).
 func TestRunWaitsReadsFewEntriesWithStaleStatistics(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
@@ -873,10 +874,11 @@ func TestRunWaitsReadsFewEntriesWithStaleStatistics(t *testing.T) {
 	}
 	if _, err := b.pool.Exec(ctx, `
 		INSERT INTO queue_messages (run_id, reconciliation_id, transaction_id, idempotency_key, state, visible_at,
-		                            enqueued_at, changed_at, lease)
+		                            enqueued_at, changed_at, lease, provider)
 		SELECT $1, 'nightly-2026-10-24', 'tx' || n, 'nightly-2026-10-24:tx' || n, 'ready',
 		       CASE WHEN n <= 3 THEN now() + interval '1 minute' ELSE now() - interval '1 minute' END,
-		       now() - interval '1 hour', now(), CASE WHEN n <= 2 THEN gen_random_uuid() END
+		       now() - interval '1 hour', now(), CASE WHEN n <= 2 THEN gen_random_uuid() END,
+		       CASE WHEN n % 4 = 0 THEN '' ELSE 'stripe' END
 		  FROM generate_series(1, 18000) n`, night); err != nil {
 		t.Fatal(err)
 	}
@@ -910,5 +912,48 @@ func TestRunWaitsReadsFewEntriesWithStaleStatistics(t *testing.T) {
 	}
 	if len(ws) != 1 || ws[0].InFlight != 2 || ws[0].Delayed != 1 || ws[0].OldestAvailableAge < time.Hour {
 		t.Errorf("run waits %+v, want 2 in flight, 1 delayed, the oldest an hour old", ws)
+	}
+}
+
+// TestProviderClaimIndexServesOnlyStatementsNamingAProvider checks the
+// predicate of queue_messages_provider_ready: a claim of one provider's
+// messages is planned through it, and a statement that names no provider,
+// RunWaits's, is not, even with queue_messages_ready gone (the planner of a
+// big table, whose statistics count no ready message, has chosen full
+// scans of it over ranges of queue_messages_ready).
+func TestProviderClaimIndexServesOnlyStatementsNamingAProvider(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	b := setup(t, Config{}, false)
+	explain := func(tx pgx.Tx, query string, args ...any) string {
+		t.Helper()
+		rows, err := tx.Query(ctx, `EXPLAIN `+query, args...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		lines, err := pgx.CollectRows(rows, pgx.RowTo[string])
+		if err != nil {
+			t.Fatal(err)
+		}
+		return strings.Join(lines, "\n")
+	}
+	tx, err := b.pool.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tx.Rollback(ctx)
+	if _, err := tx.Exec(ctx, `SET LOCAL enable_seqscan = off`); err != nil {
+		t.Fatal(err)
+	}
+	claim := `SELECT message_id FROM queue_messages
+	           WHERE state = 'ready' AND visible_at <= now() AND provider = $1 ORDER BY visible_at, message_id LIMIT 8`
+	if p := explain(tx, claim, "stripe"); !strings.Contains(p, "queue_messages_provider_ready") {
+		t.Errorf("a claim of one provider's messages is not planned through its index:\n%s", p)
+	}
+	if _, err := tx.Exec(ctx, `DROP INDEX queue_messages_ready`); err != nil {
+		t.Fatal(err)
+	}
+	if p := explain(tx, runWaitsSQL, nil, []uuid.UUID{uuid.New()}); strings.Contains(p, "queue_messages_provider_ready") {
+		t.Errorf("RunWaits, which names no provider, is planned through the provider claim index:\n%s", p)
 	}
 }

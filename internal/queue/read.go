@@ -64,9 +64,11 @@ type RunWait struct {
 // whole night: their number is the run's ready messages (its open items,
 // for the ledger settles an item and its message in one transaction) less
 // those in flight or delayed. Each figure is a short range of a partial
-// index: the run's messages visible after now and its first available one
-// (queue_messages_ready_run (run_id, visible_at)), and its dead letters
-// (queue_messages_dead). A run's messages are published together, in the
+// index: the messages visible after now (queue_messages_ready; those in
+// flight or delayed, few), the run's dead letters (queue_messages_dead),
+// and the run's first available message along queue_messages_ready, found
+// at once while one run is open and past the earlier runs' available
+// messages otherwise. A run's messages are published together, in the
 // transaction that enqueues it, and keep that publication time when
 // redriven, so any available message's is the run's oldest. Runs without
 // any of these are returned with zeros.
