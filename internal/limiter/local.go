@@ -208,24 +208,9 @@ func (s *local) takeReport() report {
 func (s *local) restore(r report) { s.pending.merge(r) }
 
 // leased records the answer to a lease of want tokens made at now: the
-// granted slots, or, when nothing was granted, when to come back.
+// granted slots, or, when none was granted or kept, when to come back.
 func (s *local) leased(now time.Time, want int, res leaseResult) {
 	rate := res.row.EffectiveRate
-	if res.n == 0 {
-		retry := res.penaltyUntil
-		if !res.penalised {
-			// Come back when the next token is due within the window, as
-			// a process whose callers are busy does: each slot it uses
-			// sends a caller back to lease the token that has just come
-			// due. Waiting for a whole batch instead, this process would
-			// find each token taken by that one before the batch came
-			// due, and starve while it calls at full rate.
-			need := (1 - res.avail) / rate
-			retry = res.t0.Add(durationOf(need) - s.window)
-		}
-		s.retryAt = maxTime(retry, now.Add(time.Millisecond))
-		return
-	}
 	// The row counts the grant at the rate before the lease and spaces
 	// the slots at the rate after it: when the lease lowered the rate,
 	// the last slots fall beyond the lease window. They are dropped (their
@@ -233,6 +218,7 @@ func (s *local) leased(now time.Time, want int, res leaseResult) {
 	// slots and hears of another's pause at its next lease, within the
 	// window, not when it polls.
 	last := maxTime(now, res.t0).Add(s.window)
+	kept := 0
 	for i := 1; i <= res.n; i++ {
 		slot := res.t0.Add(durationOf((float64(i) - res.avail) / rate))
 		if slot.After(last) {
@@ -240,7 +226,24 @@ func (s *local) leased(now time.Time, want int, res leaseResult) {
 			break
 		}
 		s.slots = append(s.slots, slot)
+		kept++
 	}
+	if kept > 0 {
+		return
+	}
+	retry := res.penaltyUntil
+	if !res.penalised {
+		// Come back when the row's next token (after the n granted) is
+		// due within the window, as a process whose callers are busy
+		// does: each slot it uses sends a caller back to lease the token
+		// that has just come due. Waiting for a whole batch instead, this
+		// process would find each token taken by that one before the
+		// batch came due, and starve while it calls at full rate. Leasing
+		// again at once, it would find the same debt.
+		need := (float64(res.n) + 1 - res.avail) / rate
+		retry = res.t0.Add(durationOf(need) - s.window)
+	}
+	s.retryAt = maxTime(retry, now.Add(time.Millisecond))
 }
 
 // penalised records a penalty until then, as the row says: slots are

@@ -221,6 +221,14 @@ func TestLocalLeased(t *testing.T) {
 		{"the lease lowered the rate: slots within the window only", ms(0), 5,
 			leaseResult{n: 5, avail: 0, t0: ms(0), row: rowState{EffectiveRate: 20}},
 			[]time.Time{ms(50), ms(100)}, time.Time{}},
+		// 3 tokens granted 10 in debt, counted at the rate before the
+		// lease and spaced at the 20/s it set: the first slot is 550 ms
+		// away and dropped with the others. The process comes back when
+		// the row's next token, the 4th, is due within the window, not
+		// at once into the same debt.
+		{"every slot beyond the window: none kept, back when the row's next token is due within it", ms(0), 3,
+			leaseResult{n: 3, avail: -10, t0: ms(0), row: rowState{EffectiveRate: 20}},
+			nil, ms(600)},
 		{"penalised: back when the penalty ends", ms(0), 5,
 			leaseResult{n: 0, penalised: true, penaltyUntil: ms(2000), t0: ms(0), row: rowState{EffectiveRate: 100}},
 			nil, ms(2000)},
