@@ -25,11 +25,13 @@ func (l *Shared) fetch(ctx context.Context, now time.Time) error {
 	var changes []change
 	var store stored
 	if l.disc != nil {
-		follow = l.disc.rate(l.clock.toDB(now))
+		follow, store = l.steer(l.clock.toDB(now))
 		changes = l.disc.takeChanges()
-		store.estimate, store.burst = l.disc.stored()
-		store.settingsAt = l.settingsAt
-		store.capacity = l.disc.capacity(l.clock.toDB(now))
+		if l.follows {
+			// The row's rate is the leader's: no additive increase
+			// either.
+			rep.success = false
+		}
 	}
 	l.mu.Unlock()
 	l.history(ctx, changes)
@@ -52,6 +54,24 @@ func (l *Shared) fetch(ctx context.Context, now time.Time) error {
 	l.apply(res.row, now)
 	l.local.leased(now, want, res)
 	return nil
+}
+
+// steer returns the discovery's rate to set in the row with a lease at now
+// (on the database's clock) and the estimate to store, both only when this
+// process leads the fleet's discovery (follow 0 and nothing stored
+// otherwise): the row's rate follows one process's measurements, not each
+// process's in turn. The discovery advances either way, so that a process
+// that counts the next throttle leads from where it stands. Called with
+// l.mu held.
+func (l *Shared) steer(now time.Time) (follow float64, store stored) {
+	follow = l.disc.rate(now)
+	store.estimate, store.burst = l.disc.stored()
+	store.settingsAt = l.settingsAt
+	store.capacity = l.disc.capacity(now)
+	if l.follows {
+		follow, store.estimate, store.burst = 0, 0, 0
+	}
+	return follow, store
 }
 
 // stored is the discovery's estimate to store in the row with a lease, for

@@ -397,11 +397,7 @@ func (n *night) lease(who int, clock time.Duration) {
 	n.arrived(p, clock)
 	want := l.local.leaseSize(now, math.MaxInt32, l.snap.EffectiveRate, l.snap.Burst)
 	rep := l.local.takeReport()
-	follow := l.disc.rate(now)
-	var store stored
-	store.estimate, store.burst = l.disc.stored()
-	store.settingsAt = l.settingsAt
-	store.capacity = l.disc.capacity(now)
+	follow, store := l.steer(now)
 	if !rep.hintStop.IsZero() {
 		n.row.penalise(now, rep.hintStop.Sub(now), false, 1, 0)
 	}

@@ -71,6 +71,10 @@ type Shared struct {
 	waiters  int           // callers inside Wait
 	disc     *discovery    // nil when Recovery is negative
 	seenAt   time.Time     // throttled_at of the row last applied
+	// follows: another process counted the row's latest throttle, and
+	// leads the discovery until the next one: this process leaves the
+	// row's rate and estimate to it (see steer).
+	follows bool
 	// settingsAt is settings_updated_at of the row last applied: a change
 	// (limit set) starts the discovery afresh.
 	settingsAt time.Time
@@ -225,6 +229,9 @@ func (l *Shared) apply(r rowState, now time.Time) {
 			// every process measures from the same ones.
 			l.disc.throttled(*r.ThrottledAt, r.ThrottledAccepted, r.resume(), r.Refusals)
 			l.seenAt = *r.ThrottledAt
+			// The statement that counted a throttle returns it at its
+			// own time: that process leads.
+			l.follows = !r.ThrottledAt.Equal(r.Now)
 		}
 		l.disc.observe(r.Now, r.Accepted, r.Rate)
 	}
@@ -254,6 +261,7 @@ func (l *Shared) startDiscovery(r rowState) {
 	if !first {
 		l.disc = newDiscovery(l.cfg.Decrease)
 	}
+	l.follows = false
 	if r.ThrottledAt == nil {
 		return
 	}
