@@ -27,7 +27,7 @@ func (l *Shared) fetch(ctx context.Context, now time.Time) error {
 	if l.disc != nil {
 		follow, store = l.steer(l.clock.toDB(now))
 		changes = l.disc.takeChanges()
-		if l.follows {
+		if follow == 0 {
 			// The row's rate is the leader's: no additive increase
 			// either.
 			rep.success = false
@@ -60,16 +60,20 @@ func (l *Shared) fetch(ctx context.Context, now time.Time) error {
 // (on the database's clock) and the estimate to store, both only when this
 // process leads the fleet's discovery (follow 0 and nothing stored
 // otherwise): the row's rate follows one process's measurements, not each
-// process's in turn. The discovery advances either way, so that a process
-// that counts the next throttle leads from where it stands. Called with
-// l.mu held.
+// process's in turn. A rate read from the provider's headers is the
+// provider's word, not a measurement: every process that has one sends it.
+// The discovery advances either way, so that a process that counts the
+// next throttle leads from where it stands. Called with l.mu held.
 func (l *Shared) steer(now time.Time) (follow float64, store stored) {
 	follow = l.disc.rate(now)
 	store.estimate, store.burst = l.disc.stored()
 	store.settingsAt = l.settingsAt
 	store.capacity = l.disc.capacity(now)
 	if l.follows {
-		follow, store.estimate, store.burst = 0, 0, 0
+		store.estimate, store.burst = 0, 0
+		if !l.disc.hintFresh(now) {
+			follow = 0
+		}
 	}
 	return follow, store
 }
