@@ -69,6 +69,7 @@ func (l *Shared) steer(now time.Time) (follow float64, store stored) {
 	store.estimate, store.burst = l.disc.stored()
 	store.settingsAt = l.settingsAt
 	store.capacity = l.disc.capacity(now)
+	store.led = l.seenAt
 	if l.follows {
 		store.estimate, store.burst = 0, 0
 		if !l.disc.hintFresh(now) {
@@ -87,6 +88,11 @@ type stored struct {
 	// capacity is the most tokens the row holds (the provider's bucket as
 	// stored, at a stored start); 0 none.
 	capacity float64
+	// led is the row's throttle the discovery last counted from (zero:
+	// none): the row takes the rate and the estimate only while it is
+	// still the row's latest, so a process that has not yet read a newer
+	// throttle does not set them from what it knew before.
+	led time.Time
 }
 
 // leaseResult is the row's answer to a lease.
@@ -103,12 +109,14 @@ type leaseResult struct {
 // the old effective rate, grants up to @want tokens that are due within
 // @window seconds (none during a penalty), adds @accepted to the fleet's
 // count of accepted calls, sets the effective rate to the discovery's rate
-// (@curve) or else applies the additive increase (@success: a success was
+// (@curve) when @led is the row's latest throttle (keeping it otherwise), or
+// without a @curve applies the additive increase (@success: a success was
 // seen), applies the header cap (@hint), keeps the effective rate within
 // [@floor, rate], holds at most @capacity tokens (when set: what the
 // provider lets through at once), stores the discovery's @estimate and
-// @estimate_burst unless the settings changed since @settings_at (limit set
-// cleared them), and returns the grant with the row and its time. The
+// @estimate_burst when @led is the row's latest throttle unless the settings
+// changed since @settings_at (limit set cleared them), and returns the grant
+// with the row and its time. The
 // increase is @increase of the rate per second since the later of the last
 // increase and the end of the hold,
 // counting at most one second. The test model (aimd and bucket in the test
@@ -118,6 +126,7 @@ WITH clock AS (
     SELECT coalesce(@now::timestamptz, clock_timestamp()) AS clock_now
 ), cur AS (
     SELECT name, rate, burst, effective_rate, decrease_hold_until, increased_at, clock_now,
+           @led::timestamptz IS NOT DISTINCT FROM throttled_at AS leads,
            greatest(coalesce(updated_at, clock_now), clock_now) AS t0,
            least(coalesce(@capacity::float8, 'Infinity'::float8),
                  CASE WHEN updated_at IS NULL THEN burst::float8
@@ -132,22 +141,25 @@ WITH clock AS (
     SELECT cur.*,
            CASE WHEN penalised THEN 0
                 ELSE least(@want::int, greatest(0, floor(avail + effective_rate * @window::float8)))::int END AS n,
-           (@success::bool AND NOT penalised AND NOT held) AS grow
+           (@success::bool AND NOT penalised AND NOT held) AS grow,
+           (@curve::float8 IS NOT NULL AND leads) AS steers
       FROM cur
 )
 UPDATE rate_limiters r
    SET tokens = next.avail - next.n,
        updated_at = next.t0,
        effective_rate = greatest(least(@floor::float8, r.rate), least(r.rate,
-           coalesce(@curve::float8, r.effective_rate + CASE WHEN next.grow THEN r.rate * @increase::float8 * least(1, greatest(0,
+           CASE WHEN next.steers THEN @curve::float8
+                WHEN @curve::float8 IS NOT NULL THEN r.effective_rate
+                ELSE r.effective_rate + CASE WHEN next.grow THEN r.rate * @increase::float8 * least(1, greatest(0,
                extract(epoch FROM (next.clock_now - coalesce(greatest(r.increased_at, r.decrease_hold_until), next.clock_now))))::float8)
-               ELSE 0 END),
+               ELSE 0 END END,
            coalesce(@hint::float8, 'Infinity'::float8))),
-       increased_at = CASE WHEN next.grow OR @curve::float8 IS NOT NULL THEN next.clock_now ELSE r.increased_at END,
+       increased_at = CASE WHEN next.steers OR next.grow AND @curve::float8 IS NULL THEN next.clock_now ELSE r.increased_at END,
        accepted = r.accepted + @accepted::bigint,
-       estimate = CASE WHEN @estimate::float8 IS NOT NULL AND r.settings_updated_at = @settings_at::timestamptz
+       estimate = CASE WHEN @estimate::float8 IS NOT NULL AND r.settings_updated_at = @settings_at::timestamptz AND next.leads
                        THEN @estimate::float8 ELSE r.estimate END,
-       estimate_burst = CASE WHEN @estimate::float8 IS NOT NULL AND r.settings_updated_at = @settings_at::timestamptz
+       estimate_burst = CASE WHEN @estimate::float8 IS NOT NULL AND r.settings_updated_at = @settings_at::timestamptz AND next.leads
                              THEN @estimate_burst::float8 ELSE r.estimate_burst END
   FROM next
  WHERE r.name = next.name
@@ -174,6 +186,10 @@ func (l *Shared) lease(ctx context.Context, now time.Time, want int, rep report,
 	if store.capacity > 0 {
 		capacity = &store.capacity
 	}
+	var led *time.Time
+	if !store.led.IsZero() {
+		led = &store.led
+	}
 	args := pgx.StrictNamedArgs{
 		"name":     l.cfg.Name,
 		"now":      l.stmtNow(now),
@@ -190,6 +206,7 @@ func (l *Shared) lease(ctx context.Context, now time.Time, want int, rep report,
 		"estimate_burst": estimateBurst,
 		"settings_at":    store.settingsAt,
 		"capacity":       capacity,
+		"led":            led,
 	}
 	err := l.pool.QueryRow(ctx, leaseSQL, args).
 		Scan(append([]any{&res.n, &res.avail, &res.t0, &res.penalised}, res.row.dest()...)...)

@@ -192,7 +192,8 @@ func (w *nightRow) penalise(now time.Time, pause time.Duration, counted bool, re
 func (w *nightRow) lease(now time.Time, want int, window time.Duration, rep report, follow float64, store stored) leaseResult {
 	n, avail, at := w.b.Lease(now, want, window, store.capacity)
 	eff := w.b.rate
-	if follow > 0 {
+	leads := store.led.Equal(w.throttledAt)
+	if follow > 0 && leads {
 		eff = math.Min(w.rate, follow)
 	}
 	if rep.hintRate > 0 {
@@ -200,7 +201,7 @@ func (w *nightRow) lease(now time.Time, want int, window time.Duration, rep repo
 	}
 	w.b.SetLimit(now, math.Max(w.floor(), eff), w.burst)
 	w.accepted += rep.accepted
-	if store.estimate > 0 && store.burst > 0 && store.settingsAt.Equal(w.settingsAt) {
+	if store.estimate > 0 && store.burst > 0 && store.settingsAt.Equal(w.settingsAt) && leads {
 		w.estimate, w.estimateBurst = store.estimate, store.burst
 	}
 	res := leaseResult{row: w.state(now), n: n, avail: avail, t0: at, penalised: now.Before(w.b.penaltyUntil),

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"math"
 	"sync"
 	"testing"
 	"time"
@@ -459,5 +460,50 @@ func TestHistory(t *testing.T) {
 	}
 	if len(last) != 1 || last[0] != all[len(all)-1] {
 		t.Errorf("last change %+v, want %+v", last, all[len(all)-1])
+	}
+}
+
+// TestOneProcessSetsTheDiscoveredRate: the process whose 429 the row
+// counted sets the row's rate with its leases; another process's lease
+// leaves it as it is, so the row does not take each process's measurement
+// in turn.
+func TestOneProcessSetsTheDiscoveredRate(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	p1, p2 := twoPools(t)
+	if err := SaveSettings(ctx, p1, DefaultName, Settings{Rate: 200, Burst: 200}, SetBy{Actor: "test"}); err != nil {
+		t.Fatal(err)
+	}
+	clock := &fakeClock{now: t0}
+	l := openShared(t, p1, Config{Now: clock.Now, LocalClock: true})
+	other := openShared(t, p2, Config{Now: clock.Now, LocalClock: true})
+	// Two refusals of the limit set, both counted: the second measures
+	// the provider and halves the row's rate.
+	if err := l.Throttled(ctx, 0, RateLimited); err != nil {
+		t.Fatal(err)
+	}
+	clock.Advance(1500 * time.Millisecond)
+	for range 60 {
+		l.Succeeded()
+	}
+	if err := l.Throttled(ctx, 0, RateLimited); err != nil {
+		t.Fatal(err)
+	}
+	halved := l.Snapshot().EffectiveRate
+	clock.Advance(100 * time.Millisecond)
+	if err := other.Wait(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if got := other.Snapshot().EffectiveRate; got != halved {
+		t.Errorf("after the other process's lease the row's rate is %g, want %g: it follows the process that counted the 429", got, halved)
+	}
+	l.mu.Lock()
+	want := math.Max(l.floor(), math.Min(200, l.disc.rate(t0.Add(1600*time.Millisecond))))
+	l.mu.Unlock()
+	if err := l.Wait(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if got := l.Snapshot().EffectiveRate; math.Abs(got-want) > 1e-9 || got == halved {
+		t.Errorf("after the leading process's lease the row's rate is %g, want its discovery's %g", got, want)
 	}
 }

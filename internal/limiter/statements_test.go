@@ -143,16 +143,27 @@ func TestStatementsMatchModel(t *testing.T) {
 				if rng.IntN(3) == 0 {
 					capacity = float64(1 + rng.IntN(burst))
 				}
-				what = fmt.Sprintf("lease %d success %v hint %.3f follow %.3f, %d accepted", want, success, hint, follow, ok)
-				res, err := l.lease(ctx, now, want, report{success: success, accepted: ok, hintRate: hint}, follow, floor, stored{capacity: capacity})
+				// The discovery leads from the row's latest throttle, or
+				// has not read it yet.
+				led := throttledAt
+				if rng.IntN(4) == 0 {
+					led = throttledAt.Add(-time.Second)
+				}
+				leads := led.Equal(throttledAt)
+				what = fmt.Sprintf("lease %d success %v hint %.3f follow %.3f leads %v, %d accepted", want, success, hint, follow, leads, ok)
+				res, err := l.lease(ctx, now, want, report{success: success, accepted: ok, hintRate: hint}, follow, floor,
+					stored{capacity: capacity, led: led})
 				accepted += ok
 				if err != nil {
 					t.Fatal(err)
 				}
 				n, avail, at := b.Lease(now, want, cfg.LeaseWindow, capacity)
 				switch {
-				case follow > 0:
+				case follow > 0 && leads:
 					a.Follow(now, follow)
+				case follow > 0:
+					// A rate from a discovery that has not read the
+					// latest throttle: the row keeps its own.
 				case success && !now.Before(b.PenaltyUntil()):
 					a.Succeeded(now)
 				}
