@@ -118,10 +118,12 @@ type change struct {
 	detail   string
 }
 
-// sample is the fleet-wide count of accepted calls at a time.
+// sample is the fleet-wide count of accepted calls at a time, and the
+// calls this process had reported by then.
 type sample struct {
 	at       time.Time
 	accepted int64
+	own      int64
 }
 
 // discovery finds the provider's rate limit by measuring it, as a pure state
@@ -164,6 +166,9 @@ type sample struct {
 type discovery struct {
 	decrease float64
 	ceiling  float64
+	// lag is how late another process's accepted calls can reach the
+	// row: its lease window (see measure).
+	lag time.Duration
 
 	phase    phase
 	estimate float64 // R: 0 unknown
@@ -203,15 +208,18 @@ type discovery struct {
 	changes []change // not yet written to the history
 }
 
-func newDiscovery(decrease float64) *discovery {
-	return &discovery{decrease: decrease, period: firstProbe}
+// newDiscovery returns a discovery that lowers the rate by decrease on a
+// 429 the measurement cannot explain, for a fleet whose processes report
+// their accepted calls with leases of window.
+func newDiscovery(decrease float64, window time.Duration) *discovery {
+	return &discovery{decrease: decrease, lag: window, period: firstProbe}
 }
 
-// observe records the fleet-wide count of accepted calls at now and the
-// configured rate.
-func (d *discovery) observe(now time.Time, accepted int64, ceiling float64) {
+// observe records the fleet-wide count of accepted calls at now, the calls
+// this process has reported (own) and the configured rate.
+func (d *discovery) observe(now time.Time, accepted, own int64, ceiling float64) {
 	d.ceiling = ceiling
-	s := sample{at: now, accepted: accepted}
+	s := sample{at: now, accepted: accepted, own: own}
 	if !d.originSet {
 		d.coldFrom, d.originSet = s, true
 	}
@@ -247,12 +255,12 @@ func (d *discovery) hinted(now time.Time, rate float64) {
 
 // throttled records a throttle that lowers the rate, counted by the row at
 // at with accepted calls accepted fleet-wide by then, whose pause ends at
-// resume; refusals counts the throttles since the limit was set, this one
-// included.
-func (d *discovery) throttled(at time.Time, accepted int64, resume time.Time, refusals int) {
+// resume, own the calls this process has reported; refusals counts the
+// throttles since the limit was set, this one included.
+func (d *discovery) throttled(at time.Time, accepted, own int64, resume time.Time, refusals int) {
 	prev := d.phase
 	d.fromStored = false
-	d.observe(at, accepted, d.ceiling)
+	d.observe(at, accepted, own, d.ceiling)
 	switch {
 	case prev == phaseCold && refusals < trustedRefusals:
 		// The limit set is trusted: keep it, and measure the provider
@@ -262,7 +270,7 @@ func (d *discovery) throttled(at time.Time, accepted int64, resume time.Time, re
 		d.cold(at, accepted)
 		d.phase, d.estimate, d.guess = phaseRefused, d.ceiling, true
 		d.record(at, causeThrottle, d.ceiling, fmt.Sprintf("the provider refused the limit set (%s) once: it is kept until a second refusal", human.Rate(d.ceiling)))
-		d.last = sample{at: at, accepted: accepted}
+		d.last = sample{at: at, accepted: accepted, own: own}
 		d.samples = append(d.samples[:0], d.last)
 		d.resumeAt = maxTime(resume, at)
 		d.startLevel = 0
@@ -362,7 +370,7 @@ func (d *discovery) throttled(at time.Time, accepted int64, resume time.Time, re
 		}
 	}
 	d.phase = phaseCruise
-	d.last = sample{at: at, accepted: accepted}
+	d.last = sample{at: at, accepted: accepted, own: own}
 	d.samples = append(d.samples[:0], d.last)
 	d.resumeAt = maxTime(resume, at)
 	d.probeAt = d.resumeAt.Add(d.period)
@@ -374,12 +382,12 @@ func (d *discovery) throttled(at time.Time, accepted int64, resume time.Time, re
 // stored, at now with accepted calls counted fleet-wide, when the last
 // throttle's pause ended before it started: the provider's bucket is taken
 // to be full, and the rate cruises at the estimate until the first probe.
-func (d *discovery) startFrom(now time.Time, accepted int64, estimate, burst, ceiling float64) {
+func (d *discovery) startFrom(now time.Time, accepted, own int64, estimate, burst, ceiling float64) {
 	d.ceiling = ceiling
 	d.originSet = true
 	d.coldFrom = sample{at: now, accepted: accepted}
 	d.phase, d.estimate, d.burst, d.guess = phaseCruise, math.Min(estimate, ceiling), burst, false
-	d.last = sample{at: now, accepted: accepted}
+	d.last = sample{at: now, accepted: accepted, own: own}
 	d.samples = append(d.samples[:0], d.last)
 	d.resumeAt, d.startLevel, d.fromStored = now, burst, true
 	d.period = firstProbe
@@ -529,12 +537,23 @@ func (d *discovery) measure(at time.Time) (float64, bool) {
 		level := d.startLevel
 		for i := 1; i < len(d.samples); i++ {
 			a, b := d.samples[i-1], d.samples[i]
-			// Calls spread over the span: the bucket caps what is
-			// left of the refill after them.
-			level += r*b.at.Sub(a.at).Seconds() - float64(b.accepted-a.accepted)
 			if d.burst > 0 {
-				level = math.Min(level, d.burst)
+				// The bucket caps what is left of the refill. Other
+				// processes report their accepted calls with their
+				// next lease, so calls of theirs that reach the row
+				// by b may have been accepted up to lag before it,
+				// some before a: the provider's bucket was not full
+				// at a by as many (k), and refilled them (r × δ for
+				// δ ≤ lag) while this count still showed it full. So
+				// the cap at a is B plus the lesser of those late
+				// calls and r × lag; this process's own calls, and
+				// every call of a fleet of one, are counted where
+				// they fall.
+				late := float64((b.accepted - a.accepted) - (b.own - a.own))
+				level = math.Min(level, d.burst+math.Max(0, math.Min(late, r*d.lag.Seconds())))
 			}
+			// Calls spread over the span.
+			level += r*b.at.Sub(a.at).Seconds() - float64(b.accepted-a.accepted)
 			// Half a call of slack for counts that arrive late.
 			if level < -0.5 {
 				return false

@@ -64,7 +64,7 @@ func (r simResult) efficiency() float64 { return float64(r.accepted) / r.supply 
 // and throttles reach the discovery through the row, once per hold.
 func simulate(c simConfig) simResult {
 	p := &simProvider{limit: c.limit, burst: float64(c.providerBurst), tokens: float64(c.providerBurst)}
-	d := newDiscovery(DefaultDecrease)
+	d := newDiscovery(DefaultDecrease, DefaultLeaseWindow)
 	b := newBucket(c.ceiling, c.burst, t0)
 	res := simResult{series: make([]simSecond, int(c.length/time.Second)), supply: float64(c.providerBurst)}
 	for i := range res.series {
@@ -98,7 +98,7 @@ func simulate(c simConfig) simResult {
 			refill := d.refill(ans.retryAfter)
 			hold = at.Add(max(ans.retryAfter, minHold))
 			refusals++
-			d.throttled(at, accepted, at.Add(ans.retryAfter), refusals)
+			d.throttled(at, accepted, accepted, at.Add(ans.retryAfter), refusals)
 			b.Penalise(at, ans.retryAfter, refill)
 		}
 	}
@@ -106,7 +106,7 @@ func simulate(c simConfig) simResult {
 		settle(now)
 		at := t0.Add(now)
 		if now-leased >= 50*time.Millisecond {
-			d.observe(at, accepted, c.ceiling)
+			d.observe(at, accepted, accepted, c.ceiling)
 			leased = now
 		}
 		rate := c.ceiling
@@ -421,10 +421,10 @@ func TestDiscoveryFirstProbeAfterStartUp(t *testing.T) {
 // crawled at 1/s).
 func TestDiscoveryFirstThrottleAfterFewCalls(t *testing.T) {
 	t.Parallel()
-	d := newDiscovery(DefaultDecrease)
-	d.observe(t0, 0, 100)
+	d := newDiscovery(DefaultDecrease, DefaultLeaseWindow)
+	d.observe(t0, 0, 0, 100)
 	at := t0.Add(500 * time.Millisecond)
-	d.throttled(at, 1, at.Add(700*time.Millisecond), trustedRefusals)
+	d.throttled(at, 1, 1, at.Add(700*time.Millisecond), trustedRefusals)
 	if got, want := d.estimate, 100*DefaultDecrease; got != want {
 		t.Errorf("estimate after a first 429 on one call in 0.5 s: %v/s, want %v/s", got, want)
 	}

@@ -30,6 +30,10 @@ type local struct {
 	demandPrev  int
 	expired     int64  // leased slots that expired unused
 	pending     report // for the row, with the next lease
+	// reported counts the accepted answers handed to the row's
+	// statements (less those given back), for the discovery to tell this
+	// process's calls from the fleet's.
+	reported int64
 }
 
 // newLocal returns the local state of a limiter whose leased slots expire
@@ -201,11 +205,15 @@ func (s *local) leaseSize(now time.Time, waiters int, rate float64, burst int) i
 func (s *local) takeReport() report {
 	r := s.pending
 	s.pending = report{}
+	s.reported += r.accepted
 	return r
 }
 
 // restore gives back the report of a lease that failed.
-func (s *local) restore(r report) { s.pending.merge(r) }
+func (s *local) restore(r report) {
+	s.reported -= r.accepted
+	s.pending.merge(r)
+}
 
 // leased records the answer to a lease of want tokens made at now: the
 // granted slots, or, when none was granted or kept, when to come back.
@@ -274,6 +282,7 @@ func (s *local) succeeded() {
 func (s *local) takeAccepted() int64 {
 	n := s.pending.accepted
 	s.pending.accepted = 0
+	s.reported += n
 	return n
 }
 

@@ -308,7 +308,7 @@ func simulateNight(sp nightSpec) nightResult {
 	}
 	for range sp.procs {
 		cfg := Config{Name: "night", Now: func() time.Time { return n.now }, LocalClock: true}.WithDefaults()
-		l := &Shared{cfg: cfg, local: newLocal(cfg.LeaseWindow), disc: newDiscovery(cfg.Decrease)}
+		l := &Shared{cfg: cfg, local: newLocal(cfg.LeaseWindow), disc: newDiscovery(cfg.Decrease, cfg.LeaseWindow)}
 		l.apply(n.row.state(t0), t0)
 		n.procs = append(n.procs, &nightProc{l: l, retryAt: sp.offset, lastRead: sp.offset})
 	}

@@ -96,7 +96,7 @@ func Open(ctx context.Context, pool *pgxpool.Pool, cfg Config) (*Shared, error) 
 	}
 	l := &Shared{pool: pool, cfg: cfg, local: newLocal(cfg.LeaseWindow)}
 	if cfg.Recovery > 0 {
-		l.disc = newDiscovery(cfg.Decrease)
+		l.disc = newDiscovery(cfg.Decrease, cfg.LeaseWindow)
 	}
 	l.snap.Name = cfg.Name
 	_, err := pool.Exec(ctx, `
@@ -227,13 +227,13 @@ func (l *Shared) apply(r rowState, now time.Time) {
 		if r.ThrottledAt != nil && !r.ThrottledAt.Equal(l.seenAt) {
 			// A throttle counted by the row, of this process or another:
 			// every process measures from the same ones.
-			l.disc.throttled(*r.ThrottledAt, r.ThrottledAccepted, r.resume(), r.Refusals)
+			l.disc.throttled(*r.ThrottledAt, r.ThrottledAccepted, l.local.reported, r.resume(), r.Refusals)
 			l.seenAt = *r.ThrottledAt
 			// The statement that counted a throttle returns it at its
 			// own time: that process leads.
 			l.follows = !r.ThrottledAt.Equal(r.Now)
 		}
-		l.disc.observe(r.Now, r.Accepted, r.Rate)
+		l.disc.observe(r.Now, r.Accepted, l.local.reported, r.Rate)
 	}
 	l.snap.Rate, l.snap.Burst, l.snap.EffectiveRate, l.snap.Throttles = r.Rate, r.Burst, r.EffectiveRate, r.Throttles
 	l.snap.Accepted = r.Accepted
@@ -259,7 +259,7 @@ func (l *Shared) startDiscovery(r rowState) {
 	first := l.settingsAt.IsZero()
 	l.settingsAt = r.SettingsAt
 	if !first {
-		l.disc = newDiscovery(l.cfg.Decrease)
+		l.disc = newDiscovery(l.cfg.Decrease, l.cfg.LeaseWindow)
 	}
 	l.follows = false
 	if r.ThrottledAt == nil {
@@ -270,7 +270,7 @@ func (l *Shared) startDiscovery(r rowState) {
 	}
 	l.seenAt = *r.ThrottledAt
 	if first && r.Refusals >= trustedRefusals && r.Estimate != nil && r.EstimateBurst != nil {
-		l.disc.startFrom(r.Now, r.Accepted, *r.Estimate, *r.EstimateBurst, r.Rate)
+		l.disc.startFrom(r.Now, r.Accepted, l.local.reported, *r.Estimate, *r.EstimateBurst, r.Rate)
 	}
 }
 
