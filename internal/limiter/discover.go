@@ -232,10 +232,12 @@ func (d *discovery) observe(now time.Time, accepted, own int64, ceiling float64)
 	if n := len(d.samples); n > 0 {
 		prev := d.samples[n-1]
 		if d.estimate > 0 {
-			d.probeLevel += d.estimate*now.Sub(prev.at).Seconds() - float64(accepted-prev.accepted)
 			if d.burst > 0 {
-				d.probeLevel = math.Min(d.probeLevel, d.burst)
+				// As in measure: the bucket is full at prev less
+				// the calls other processes report late.
+				d.probeLevel = math.Min(d.probeLevel, d.cap(prev, s, d.estimate))
 			}
+			d.probeLevel += d.estimate*now.Sub(prev.at).Seconds() - float64(accepted-prev.accepted)
 		}
 	}
 	if len(d.samples) >= maxSamples {
@@ -523,6 +525,20 @@ func (d *discovery) learnBurst(at time.Time) {
 	}
 }
 
+// cap is the most the provider's bucket can be read to hold at a, by a
+// process whose next read of the row is b, for a provider rate r: its
+// burst, plus what other processes report late. They report their accepted
+// calls with their next lease, so calls of theirs that reach the row by b
+// may have been accepted up to lag before it, some before a: the provider's
+// bucket was short of full at a by as many, and refilled them (r × δ for
+// δ ≤ lag) while the count still showed it full. So the cap is B plus the
+// lesser of those calls and r × lag; this process's own calls, and every
+// call of a fleet of one, are counted where they fall.
+func (d *discovery) cap(a, b sample, r float64) float64 {
+	late := float64((b.accepted - a.accepted) - (b.own - a.own))
+	return d.burst + math.Max(0, math.Min(late, r*d.lag.Seconds()))
+}
+
 // measure returns the provider's rate implied by the calls accepted since
 // the last counted throttle up to the one at at: the smallest rate at which
 // a bucket of the estimated burst (unbounded when unknown), empty at the
@@ -538,19 +554,8 @@ func (d *discovery) measure(at time.Time) (float64, bool) {
 		for i := 1; i < len(d.samples); i++ {
 			a, b := d.samples[i-1], d.samples[i]
 			if d.burst > 0 {
-				// The bucket caps what is left of the refill. Other
-				// processes report their accepted calls with their
-				// next lease, so calls of theirs that reach the row
-				// by b may have been accepted up to lag before it,
-				// some before a: the provider's bucket was not full
-				// at a by as many (k), and refilled them (r × δ for
-				// δ ≤ lag) while this count still showed it full. So
-				// the cap at a is B plus the lesser of those late
-				// calls and r × lag; this process's own calls, and
-				// every call of a fleet of one, are counted where
-				// they fall.
-				late := float64((b.accepted - a.accepted) - (b.own - a.own))
-				level = math.Min(level, d.burst+math.Max(0, math.Min(late, r*d.lag.Seconds())))
+				// The bucket caps what is left of the refill.
+				level = math.Min(level, d.cap(a, b, r))
 			}
 			// Calls spread over the span.
 			level += r*b.at.Sub(a.at).Seconds() - float64(b.accepted-a.accepted)
