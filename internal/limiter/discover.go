@@ -535,8 +535,14 @@ func (d *discovery) learnBurst(at time.Time) {
 // lesser of those calls and r × lag; this process's own calls, and every
 // call of a fleet of one, are counted where they fall.
 func (d *discovery) cap(a, b sample, r float64) float64 {
-	late := float64((b.accepted - a.accepted) - (b.own - a.own))
-	return d.burst + math.Max(0, math.Min(late, r*d.lag.Seconds()))
+	return d.burst + d.late(a, b, r)
+}
+
+// late is how many of the calls other processes reported between a and b
+// may have been accepted before a: at most r × lag.
+func (d *discovery) late(a, b sample, r float64) float64 {
+	others := float64((b.accepted - a.accepted) - (b.own - a.own))
+	return math.Max(0, math.Min(others, r*d.lag.Seconds()))
 }
 
 // measure returns the provider's rate implied by the calls accepted since
@@ -550,7 +556,11 @@ func (d *discovery) measure(at time.Time) (float64, bool) {
 		return 0, false
 	}
 	fits := func(r float64) bool {
-		level := d.startLevel
+		// The count at the last throttle lacks the calls other
+		// processes had accepted before it and reported later: the
+		// first read after it counts them as if accepted after it, and
+		// the bucket, empty at the 429, is read to hold as many more.
+		level := d.startLevel + d.late(d.samples[0], d.samples[1], r)
 		for i := 1; i < len(d.samples); i++ {
 			a, b := d.samples[i-1], d.samples[i]
 			if d.burst > 0 {
