@@ -233,9 +233,10 @@ func (d *discovery) observe(now time.Time, accepted, own int64, ceiling float64)
 		prev := d.samples[n-1]
 		if d.estimate > 0 {
 			if d.burst > 0 {
-				// As in measure: the bucket is full at prev less
-				// the calls other processes report late.
-				d.probeLevel = math.Min(d.probeLevel, d.cap(prev, s, d.estimate))
+				// As in measure, allowing for the calls other
+				// processes reported late (here only those of
+				// this span: the later ones are not read yet).
+				d.probeLevel = math.Min(d.probeLevel, d.burst+math.Min(others(prev, s), d.estimate*d.lag.Seconds()))
 			}
 			d.probeLevel += d.estimate*now.Sub(prev.at).Seconds() - float64(accepted-prev.accepted)
 		}
@@ -525,24 +526,29 @@ func (d *discovery) learnBurst(at time.Time) {
 	}
 }
 
-// cap is the most the provider's bucket can be read to hold at a, by a
-// process whose next read of the row is b, for a provider rate r: its
-// burst, plus what other processes report late. They report their accepted
-// calls with their next lease, so calls of theirs that reach the row by b
-// may have been accepted up to lag before it, some before a: the provider's
-// bucket was short of full at a by as many, and refilled them (r × δ for
-// δ ≤ lag) while the count still showed it full. So the cap is B plus the
-// lesser of those calls and r × lag; this process's own calls, and every
-// call of a fleet of one, are counted where they fall.
-func (d *discovery) cap(a, b sample, r float64) float64 {
-	return d.burst + d.late(a, b, r)
+// others is how many calls other processes reported between a and b.
+func others(a, b sample) float64 {
+	return math.Max(0, float64((b.accepted-a.accepted)-(b.own-a.own)))
 }
 
-// late is how many of the calls other processes reported between a and b
-// may have been accepted before a: at most r × lag.
-func (d *discovery) late(a, b sample, r float64) float64 {
-	others := float64((b.accepted - a.accepted) - (b.own - a.own))
-	return math.Max(0, math.Min(others, r*d.lag.Seconds()))
+// lateCalls returns, for each sample, the calls other processes reported
+// after it up to the first sample at least lag later. They report their
+// accepted calls with their next lease, so a call that reaches the row at t
+// was accepted after t - lag: those are the calls that may have been
+// accepted before the sample and are missing from its count. This
+// process's own calls, and every call of a fleet of one, are counted where
+// they fall.
+func (d *discovery) lateCalls() []float64 {
+	late := make([]float64, len(d.samples))
+	for i, a := range d.samples {
+		for _, b := range d.samples[i+1:] {
+			if b.at.Sub(a.at) > d.lag {
+				break
+			}
+			late[i] = others(a, b)
+		}
+	}
+	return late
 }
 
 // measure returns the provider's rate implied by the calls accepted since
@@ -555,17 +561,21 @@ func (d *discovery) measure(at time.Time) (float64, bool) {
 		d.samples[len(d.samples)-1].accepted-d.samples[0].accepted < 2 {
 		return 0, false
 	}
+	// A sample's count lacks up to late[i] calls other processes had
+	// accepted by then, which later samples count as accepted after it,
+	// and which the provider, at rate r, refilled at most r × lag of
+	// meanwhile: the bucket is read to hold up to that many more than it
+	// did. So the bucket, empty at the last throttle, may read as holding
+	// that much at its start, and at most B plus that much at each sample.
+	late := d.lateCalls()
 	fits := func(r float64) bool {
-		// The count at the last throttle lacks the calls other
-		// processes had accepted before it and reported later: the
-		// first read after it counts them as if accepted after it, and
-		// the bucket, empty at the 429, is read to hold as many more.
-		level := d.startLevel + d.late(d.samples[0], d.samples[1], r)
+		more := func(i int) float64 { return math.Min(late[i], r*d.lag.Seconds()) }
+		level := d.startLevel + more(0)
 		for i := 1; i < len(d.samples); i++ {
 			a, b := d.samples[i-1], d.samples[i]
 			if d.burst > 0 {
 				// The bucket caps what is left of the refill.
-				level = math.Min(level, d.cap(a, b, r))
+				level = math.Min(level, d.burst+more(i-1))
 			}
 			// Calls spread over the span.
 			level += r*b.at.Sub(a.at).Seconds() - float64(b.accepted-a.accepted)

@@ -429,3 +429,35 @@ func TestDiscoveryFirstThrottleAfterFewCalls(t *testing.T) {
 		t.Errorf("estimate after a first 429 on one call in 0.5 s: %v/s, want %v/s", got, want)
 	}
 }
+
+// TestDiscoveryMeasuresThroughLateReports measures a provider of 200/s with
+// a bucket of one call, between two 429s, from a fleet of two processes
+// sending 100/s each. This process reads the row every 20 ms and reports
+// its own calls as it goes; the other reports its last 100 ms of calls (10)
+// at once, with its lease. Read as accepted in one 20 ms span, each of those
+// batches is a burst no bucket of one call absorbs below 525/s; allowing for
+// calls reported up to a lease window late, the rate measured is the
+// provider's.
+func TestDiscoveryMeasuresThroughLateReports(t *testing.T) {
+	t.Parallel()
+	d := newDiscovery(DefaultDecrease, DefaultLeaseWindow)
+	d.observe(t0, 0, 0, 600)
+	d.phase, d.estimate, d.burst, d.guess = phaseCruise, 200, 1, false
+	d.last = sample{at: t0}
+	d.samples = append(d.samples[:0], d.last)
+	const step = 20 * time.Millisecond
+	var own, others int64
+	at := t0
+	for i := 1; i <= 100; i++ {
+		at = t0.Add(time.Duration(i) * step)
+		own += 2 // 100/s over 20 ms
+		if i%5 == 1 {
+			others += 10 // the other's lease, 10 ms into this span
+		}
+		d.observe(at, own+others, own, 600)
+	}
+	got, ok := d.measure(at)
+	if !ok || math.Abs(got-200) > 0.1*200 {
+		t.Errorf("measured %.0f/s (ok %v), want 200/s ± 10%%", got, ok)
+	}
+}
