@@ -532,12 +532,13 @@ func others(a, b sample) float64 {
 }
 
 // lateCalls returns, for each sample, the calls other processes reported
-// after it up to the first sample at least lag later. They report their
-// accepted calls with their next lease, so a call that reaches the row at t
-// was accepted after t - lag: those are the calls that may have been
-// accepted before the sample and are missing from its count. This
-// process's own calls, and every call of a fleet of one, are counted where
-// they fall.
+// in the samples at most lag after it. They report their accepted calls
+// with their next lease, at most a lease window after the call's answer, so
+// a call that reaches the row at t was answered after t - lag: those are
+// the calls that may have been accepted before the sample and are missing
+// from its count. (A call's own latency makes it later still; the limiter
+// does not know it, so lag leaves it out.) This process's own calls, and
+// every call of a fleet of one, are counted where they fall.
 func (d *discovery) lateCalls() []float64 {
 	late := make([]float64, len(d.samples))
 	for i, a := range d.samples {
