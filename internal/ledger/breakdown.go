@@ -36,14 +36,11 @@ type ProviderTotal struct {
 // provider)): a few rows per run, open or complete, whatever its size.
 func ProviderTotals(ctx context.Context, db Querier, runID uuid.UUID) ([]ProviderTotal, error) {
 	rows, err := db.Query(ctx, `
-		SELECT provider, items, matched, mismatched, missing, dead_lettered, unexpected, open, calls, throttles
-		  FROM (SELECT provider, sum(remaining + `+perTerminal(`%s`, ` + `)+`) AS items,
-		               sum(matched) AS matched, sum(mismatched) AS mismatched, sum(missing) AS missing,
-		               sum(dead_lettered) AS dead_lettered, sum(unexpected) AS unexpected, sum(remaining) AS open,
-		               sum(provider_calls)::bigint AS calls, sum(throttles)::bigint AS throttles
-		          FROM run_shards WHERE run_id = $1
-		         GROUP BY provider) s
-		 WHERE items > 0
+		SELECT provider, sum(remaining + `+perTerminal(`%s`, ` + `)+`), sum(matched), sum(mismatched), sum(missing),
+		       sum(dead_lettered), sum(unexpected), sum(remaining), sum(provider_calls)::bigint, sum(throttles)::bigint
+		  FROM run_shards WHERE run_id = $1
+		 GROUP BY provider
+		HAVING sum(remaining + `+perTerminal(`%s`, ` + `)+`) > 0
 		 ORDER BY provider`, runID)
 	if err != nil {
 		return nil, fmt.Errorf("total items of run %s by provider: %w", runID, err)

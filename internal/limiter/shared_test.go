@@ -331,6 +331,20 @@ func TestLoadState(t *testing.T) {
 	}
 }
 
+// twoProcessesOnAClock sets the default limiter's settings and returns two
+// processes' limiters on their own pools, both on one fake clock.
+func twoProcessesOnAClock(t *testing.T, set Settings) (l, other *Shared, clock *fakeClock) {
+	t.Helper()
+	p1, p2 := twoPools(t)
+	if err := SaveSettings(context.Background(), p1, DefaultName, set, SetBy{Actor: "test"}); err != nil {
+		t.Fatal(err)
+	}
+	clock = &fakeClock{now: t0}
+	l = openShared(t, p1, Config{Now: clock.Now, LocalClock: true})
+	other = openShared(t, p2, Config{Now: clock.Now, LocalClock: true})
+	return l, other, clock
+}
+
 // TestSharedCountsThrottlesForDiscovery checks that every process measures
 // from the same throttles: the row counts one per hold, with the fleet's
 // accepted calls at that moment, and a process that did not see the 429
@@ -339,13 +353,7 @@ func TestLoadState(t *testing.T) {
 func TestSharedCountsThrottlesForDiscovery(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	p1, p2 := twoPools(t)
-	if err := SaveSettings(ctx, p1, DefaultName, Settings{Rate: 200, Burst: 200}, SetBy{Actor: "test"}); err != nil {
-		t.Fatal(err)
-	}
-	clock := &fakeClock{now: t0}
-	l := openShared(t, p1, Config{Now: clock.Now, LocalClock: true})
-	other := openShared(t, p2, Config{Now: clock.Now, LocalClock: true})
+	l, other, clock := twoProcessesOnAClock(t, Settings{Rate: 200, Burst: 200})
 	for range 30 {
 		l.Succeeded()
 	}
@@ -470,13 +478,7 @@ func TestHistory(t *testing.T) {
 func TestOneProcessSetsTheDiscoveredRate(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	p1, p2 := twoPools(t)
-	if err := SaveSettings(ctx, p1, DefaultName, Settings{Rate: 200, Burst: 200}, SetBy{Actor: "test"}); err != nil {
-		t.Fatal(err)
-	}
-	clock := &fakeClock{now: t0}
-	l := openShared(t, p1, Config{Now: clock.Now, LocalClock: true})
-	other := openShared(t, p2, Config{Now: clock.Now, LocalClock: true})
+	l, other, clock := twoProcessesOnAClock(t, Settings{Rate: 200, Burst: 200})
 	// Two refusals of the limit set, both counted: the second measures
 	// the provider and halves the row's rate.
 	if err := l.Throttled(ctx, 0, RateLimited); err != nil {

@@ -582,15 +582,7 @@ func TestStatsReadsOpenMessagesThroughTheirIndexes(t *testing.T) {
 	}
 	plan := func(query string) string {
 		t.Helper()
-		rows, err := b.pool.Query(ctx, `EXPLAIN `+query, nil)
-		if err != nil {
-			t.Fatal(err)
-		}
-		lines, err := pgx.CollectRows(rows, pgx.RowTo[string])
-		if err != nil {
-			t.Fatal(err)
-		}
-		return strings.Join(lines, "\n")
+		return strings.Join(explain(t, b.pool, `EXPLAIN `+query, nil), "\n")
 	}
 	if p := plan(openCountsSQL); strings.Contains(p, "Seq Scan on queue_messages") ||
 		!strings.Contains(p, "queue_messages_dead") || !strings.Contains(p, "ready") {
@@ -882,14 +874,7 @@ func TestRunWaitsReadsFewEntriesWithStaleStatistics(t *testing.T) {
 		  FROM generate_series(1, 18000) n`, night); err != nil {
 		t.Fatal(err)
 	}
-	rows, err := b.pool.Query(ctx, `EXPLAIN (ANALYZE, COSTS OFF, TIMING OFF, SUMMARY OFF) `+runWaitsSQL, nil, []uuid.UUID{night})
-	if err != nil {
-		t.Fatal(err)
-	}
-	lines, err := pgx.CollectRows(rows, pgx.RowTo[string])
-	if err != nil {
-		t.Fatal(err)
-	}
+	lines := explain(t, b.pool, `EXPLAIN (ANALYZE, COSTS OFF, TIMING OFF, SUMMARY OFF) `+runWaitsSQL, nil, []uuid.UUID{night})
 	plan := strings.Join(lines, "\n")
 	// Each scan's rows, and those its filter removed: the entries it read.
 	read := 0
@@ -925,18 +910,6 @@ func TestProviderClaimIndexServesOnlyStatementsNamingAProvider(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	b := setup(t, Config{}, false)
-	explain := func(tx pgx.Tx, query string, args ...any) string {
-		t.Helper()
-		rows, err := tx.Query(ctx, `EXPLAIN `+query, args...)
-		if err != nil {
-			t.Fatal(err)
-		}
-		lines, err := pgx.CollectRows(rows, pgx.RowTo[string])
-		if err != nil {
-			t.Fatal(err)
-		}
-		return strings.Join(lines, "\n")
-	}
 	tx, err := b.pool.Begin(ctx)
 	if err != nil {
 		t.Fatal(err)
@@ -947,13 +920,27 @@ func TestProviderClaimIndexServesOnlyStatementsNamingAProvider(t *testing.T) {
 	}
 	claim := `SELECT message_id FROM queue_messages
 	           WHERE state = 'ready' AND visible_at <= now() AND provider = $1 ORDER BY visible_at, message_id LIMIT 8`
-	if p := explain(tx, claim, "stripe"); !strings.Contains(p, "queue_messages_provider_ready") {
+	if p := strings.Join(explain(t, tx, `EXPLAIN `+claim, "stripe"), "\n"); !strings.Contains(p, "queue_messages_provider_ready") {
 		t.Errorf("a claim of one provider's messages is not planned through its index:\n%s", p)
 	}
 	if _, err := tx.Exec(ctx, `DROP INDEX queue_messages_ready`); err != nil {
 		t.Fatal(err)
 	}
-	if p := explain(tx, runWaitsSQL, nil, []uuid.UUID{uuid.New()}); strings.Contains(p, "queue_messages_provider_ready") {
+	if p := strings.Join(explain(t, tx, `EXPLAIN `+runWaitsSQL, nil, []uuid.UUID{uuid.New()}), "\n"); strings.Contains(p, "queue_messages_provider_ready") {
 		t.Errorf("RunWaits, which names no provider, is planned through the provider claim index:\n%s", p)
 	}
+}
+
+// explain returns the lines of an EXPLAIN statement's plan.
+func explain(t *testing.T, db Querier, statement string, args ...any) []string {
+	t.Helper()
+	rows, err := db.Query(context.Background(), statement, args...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	lines, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		t.Fatal(err)
+	}
+	return lines
 }

@@ -8,6 +8,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/google/uuid"
+
 	"github.com/reconcile/reconcile/internal/consume"
 	"github.com/reconcile/reconcile/internal/human"
 	"github.com/reconcile/reconcile/internal/ledger"
@@ -69,13 +71,14 @@ func providerLimiters(states []limiter.State) []LimiterStatus {
 	return out
 }
 
-// shownTotals returns a run's totals by provider as a report shows them:
+// providerTotals reads a run's totals by provider as a report shows them:
 // nil when its items name no provider (a night of one provider).
-func shownTotals(t []ledger.ProviderTotal) []ledger.ProviderTotal {
-	if len(t) == 1 && t[0].Provider == "" {
-		return nil
+func providerTotals(ctx context.Context, db DB, runID uuid.UUID) ([]ledger.ProviderTotal, error) {
+	t, err := ledger.ProviderTotals(ctx, db, runID)
+	if err != nil || len(t) == 1 && t[0].Provider == "" {
+		return nil, err
 	}
-	return t
+	return t, nil
 }
 
 // providerName shows the default provider of items that name none.

@@ -175,7 +175,7 @@ type Unexpected struct {
 // generation has none. It holds the whole report in memory: Write streams
 // one instead.
 func Load(ctx context.Context, db DB, opts Options) (Report, error) {
-	s, totals, err := findRun(ctx, db, opts)
+	s, err := findRun(ctx, db, opts)
 	if err != nil {
 		return Report{}, err
 	}
@@ -184,7 +184,9 @@ func Load(ctx context.Context, db DB, opts Options) (Report, error) {
 	if err := readRows(ctx, db, s.RunID, opts.All, rowsTo{c.discrepancy, c.missing, c.deadLetter, c.unexpected, c.item}); err != nil {
 		return Report{}, err
 	}
-	rep.Providers = shownTotals(totals)
+	if rep.Providers, err = providerTotals(ctx, db, s.RunID); err != nil {
+		return Report{}, err
+	}
 	return rep, nil
 }
 
@@ -193,7 +195,7 @@ func Load(ctx context.Context, db DB, opts Options) (Report, error) {
 // written: a run of any size in bounded memory. ErrNoRun when the date or
 // generation has none; then nothing is written.
 func Write(ctx context.Context, db DB, opts Options, format string, w io.Writer) error {
-	run, totals, err := findRun(ctx, db, opts)
+	run, err := findRun(ctx, db, opts)
 	if err != nil {
 		return err
 	}
@@ -204,7 +206,11 @@ func Write(ctx context.Context, db DB, opts Options, format string, w io.Writer)
 	if err := readRows(ctx, db, run.RunID, opts.All, rowsTo{s.Discrepancy, s.Missing, s.DeadLetter, s.Unexpected, s.Item}); err != nil {
 		return err
 	}
-	return s.Close(shownTotals(totals))
+	providers, err := providerTotals(ctx, db, run.RunID)
+	if err != nil {
+		return err
+	}
+	return s.Close(providers)
 }
 
 // collector gathers a report's rows in memory.
@@ -244,27 +250,22 @@ type rowsTo struct {
 	item        func(Item) error
 }
 
-// findRun reads the summary of the run of a report and its totals by
-// provider, both from the run's counters.
-func findRun(ctx context.Context, db DB, opts Options) (ledger.Summary, []ledger.ProviderTotal, error) {
+// findRun reads the summary of the run of a report, from its counters.
+func findRun(ctx context.Context, db DB, opts Options) (ledger.Summary, error) {
 	if opts.Date.IsZero() {
-		return ledger.Summary{}, nil, errors.New("load report: no business date")
+		return ledger.Summary{}, errors.New("load report: no business date")
 	}
 	s, err := ledger.FindSummary(ctx, db, ledger.RunFilter{Date: opts.Date, Generation: opts.Generation, NewestFirst: true})
 	if errors.Is(err, ledger.ErrNotFound) {
 		if opts.Generation > 0 {
-			return ledger.Summary{}, nil, fmt.Errorf("report %s generation %d: %w", opts.Date, opts.Generation, ErrNoRun)
+			return ledger.Summary{}, fmt.Errorf("report %s generation %d: %w", opts.Date, opts.Generation, ErrNoRun)
 		}
-		return ledger.Summary{}, nil, fmt.Errorf("report %s: %w", opts.Date, ErrNoRun)
+		return ledger.Summary{}, fmt.Errorf("report %s: %w", opts.Date, ErrNoRun)
 	}
 	if err != nil {
-		return ledger.Summary{}, nil, fmt.Errorf("read run of %s: %w", opts.Date, err)
+		return ledger.Summary{}, fmt.Errorf("read run of %s: %w", opts.Date, err)
 	}
-	totals, err := ledger.ProviderTotals(ctx, db, s.RunID)
-	if err != nil {
-		return ledger.Summary{}, nil, err
-	}
-	return s, totals, nil
+	return s, nil
 }
 
 // readRows reads the rows of a run's report into to, one at a time, in the

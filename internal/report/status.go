@@ -297,7 +297,7 @@ func loadRuns(ctx context.Context, db DB, d payments.Date) ([]RunStatus, error) 
 	}
 	runs := make([]RunStatus, len(ss))
 	for i, s := range ss {
-		totals, err := ledger.ProviderTotals(ctx, db, s.RunID)
+		totals, err := providerTotals(ctx, db, s.RunID)
 		if err != nil {
 			return nil, err
 		}
@@ -308,7 +308,7 @@ func loadRuns(ctx context.Context, db DB, d payments.Date) ([]RunStatus, error) 
 				Cancelled: int(s.Cancelled), Unexpected: int(s.Unexpected)},
 			Open: int(s.Open), ProviderCalls: s.ProviderCalls, Throttles: s.Throttles, CreatedAt: s.CreatedAt,
 			CompletedAt: s.CompletedAt, CancelledAt: s.CancelledAt, CancelledBy: s.CancelledBy,
-			CancelReason: s.CancelReason, DeadlineAt: s.DeadlineAt, CheckMode: s.CheckMode, Providers: shownTotals(totals)}
+			CancelReason: s.CancelReason, DeadlineAt: s.DeadlineAt, CheckMode: s.CheckMode, Providers: totals}
 		if r.Items > 0 {
 			r.ProgressPercent = math.Round(float64(r.Items-r.Open)/float64(r.Items)*1000) / 10
 		}
