@@ -32,6 +32,10 @@ type Hints struct {
 	// drains, Remaining being its room (Shopify's call limit); 0 when the
 	// quota is not a leaky bucket.
 	Leak float64
+	// Sent is when the call these hints answer was sent: Remaining counts
+	// the calls the provider still accepts after it, the calls sent since
+	// (in flight when the answer arrives) included.
+	Sent time.Time
 }
 
 // shopifyDrain is how long a full Shopify bucket takes to drain: its size
@@ -48,18 +52,27 @@ const leakMargin = 0.05
 // Rate returns the request rate (per second) the hints allow at now: for a
 // leaky bucket, its leak plus its room beyond leakMargin spent over its
 // drain time (so the bucket fills towards the margin and then the calls
-// follow the leak); else Remaining/(Reset-now) when both are known, which
-// spends what is left of a fixed window exactly by its reset (and keeps a
-// token bucket whose reset is when it is full again half full, at its
-// rate); else Quota/Window. ok is false when the hints imply no rate.
+// follow the leak); else, when Remaining and Reset are both known, the pace
+// at which Remaining more calls after the answered one are sent before the
+// reset and the one after them at it: (Remaining+1)/(Reset-Sent). Counted
+// from the call that the count is of (now when Sent is unknown), it spends
+// a fixed window exactly by its reset whatever share of it has passed,
+// where Remaining/(Reset-now) would read every window's later answers as a
+// lower rate than its earlier ones (and keeps a token bucket whose reset is
+// when it is full again about half full, at its rate); else Quota/Window.
+// ok is false when the hints imply no rate.
 func (h Hints) Rate(now time.Time) (rate float64, ok bool) {
+	from := now
+	if !h.Sent.IsZero() && h.Sent.Before(now) {
+		from = h.Sent
+	}
 	switch {
 	case h.Leak > 0 && h.HasRemaining && h.Quota > 0:
 		margin := math.Max(1, leakMargin*float64(h.Quota))
 		room := float64(h.Remaining) - margin
 		return math.Max(h.Leak/2, h.Leak*(1+room/float64(h.Quota))), true
-	case h.HasRemaining && h.Reset.After(now):
-		return float64(h.Remaining) / h.Reset.Sub(now).Seconds(), true
+	case h.HasRemaining && h.Reset.After(from):
+		return float64(h.Remaining+1) / h.Reset.Sub(from).Seconds(), true
 	case h.Quota > 0 && h.Window > 0:
 		return float64(h.Quota) / h.Window.Seconds(), true
 	}
@@ -79,20 +92,20 @@ func (h Hints) Exhausted(now time.Time) (until time.Time, ok bool) {
 	return time.Time{}, false
 }
 
-// ParseHints reads the rate-limit headers of a provider response received
-// at now. It understands the IETF httpapi-ratelimit-headers drafts
-// (`RateLimit: "default";r=50;t=30` with `RateLimit-Policy:
-// "default";q=100;w=60`; the older `RateLimit: limit=100, remaining=50,
-// reset=30`; `RateLimit-Limit`, `-Remaining`, `-Reset`) and the common
-// `X-RateLimit-Limit`, `-Remaining` and `-Reset` (reset as delta seconds,
-// epoch seconds or epoch milliseconds), and Shopify's
-// `X-Shopify-Shop-Api-Call-Limit: 39/40` (calls used of a leaky bucket's
-// size, which drains in shopifyDrain: Remaining, Quota and Leak). When
-// several policies are listed the most restrictive wins; the IETF headers
-// win over the X- ones. Malformed values are ignored, resets are clamped to
-// 24 hours ahead. ParseHints is pure and never panics.
+// ParseHints reads the rate-limit headers of the answer to a call sent at
+// now (Sent; delta-second resets count from it). It understands the IETF
+// httpapi-ratelimit-headers drafts (`RateLimit: "default";r=50;t=30` with
+// `RateLimit-Policy: "default";q=100;w=60`; the older `RateLimit:
+// limit=100, remaining=50, reset=30`; `RateLimit-Limit`, `-Remaining`,
+// `-Reset`) and the common `X-RateLimit-Limit`, `-Remaining` and `-Reset`
+// (reset as delta seconds, epoch seconds or epoch milliseconds), and
+// Shopify's `X-Shopify-Shop-Api-Call-Limit: 39/40` (calls used of a leaky
+// bucket's size, which drains in shopifyDrain: Remaining, Quota and Leak).
+// When several policies are listed the most restrictive wins; the IETF
+// headers win over the X- ones. Malformed values are ignored, resets are
+// clamped to 24 hours ahead. ParseHints is pure and never panics.
 func ParseHints(h http.Header, now time.Time) Hints {
-	var out Hints
+	out := Hints{Sent: now}
 	// Legacy X- headers first, so the IETF headers override them.
 	if v, ok := headerInt(h, "X-RateLimit-Remaining"); ok {
 		out.Remaining, out.HasRemaining = v, true

@@ -69,7 +69,8 @@ func TestParseHints(t *testing.T) {
 			}
 			got := ParseHints(h, now)
 			if got.Remaining != tt.want.Remaining || got.HasRemaining != tt.want.HasRemaining ||
-				!got.Reset.Equal(tt.want.Reset) || got.Quota != tt.want.Quota || got.Window != tt.want.Window || got.Leak != tt.want.Leak {
+				!got.Reset.Equal(tt.want.Reset) || got.Quota != tt.want.Quota || got.Window != tt.want.Window || got.Leak != tt.want.Leak ||
+				!got.Sent.Equal(now) {
 				t.Errorf("ParseHints = %+v\nwant          %+v", got, tt.want)
 			}
 		})
@@ -80,8 +81,14 @@ func TestHintsRateAndExhausted(t *testing.T) {
 	t.Parallel()
 	now := t0
 	h := Hints{Remaining: 50, HasRemaining: true, Reset: now.Add(10 * time.Second), Quota: 100, Window: 60 * time.Second}
-	if r, ok := h.Rate(now); !ok || r != 5 {
-		t.Errorf("Rate = %v %v, want remaining/reset 5", r, ok)
+	if r, ok := h.Rate(now); !ok || math.Abs(r-5.1) > 1e-9 {
+		t.Errorf("Rate = %v %v, want (remaining+1)/reset 5.1", r, ok)
+	}
+	// Counted from the call the count is of: 4 more calls and the one
+	// at the reset, over the second from the send.
+	sent := Hints{Remaining: 4, HasRemaining: true, Reset: now.Add(800 * time.Millisecond), Sent: now.Add(-200 * time.Millisecond)}
+	if r, ok := sent.Rate(now); !ok || math.Abs(r-5) > 1e-9 {
+		t.Errorf("Rate from the send = %v %v, want 5", r, ok)
 	}
 	if r, ok := (Hints{Quota: 100, Window: time.Minute}).Rate(now); !ok || math.Abs(r-100.0/60) > 1e-9 {
 		t.Errorf("Rate without remaining = %v %v, want policy rate 1.667", r, ok)

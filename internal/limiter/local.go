@@ -47,7 +47,8 @@ func newLocal(window time.Duration) *local {
 type report struct {
 	success  bool      // an answer that was not a throttle
 	accepted int64     // answers that were not throttles, for the row's count
-	hintRate float64   // lowest rate implied by headers; 0 none
+	hintRate float64   // rate implied by the latest answer's headers; 0 none
+	hintAt   time.Time // when the call that answer is of was sent
 	hintStop time.Time // quota exhausted until this, not yet written to the row
 }
 
@@ -56,8 +57,8 @@ type report struct {
 func (r *report) merge(o report) {
 	r.success = r.success || o.success
 	r.accepted += o.accepted
-	if o.hintRate > 0 && (r.hintRate == 0 || o.hintRate < r.hintRate) {
-		r.hintRate = o.hintRate
+	if o.hintRate > 0 && (r.hintRate == 0 || !o.hintAt.Before(r.hintAt)) {
+		r.hintRate, r.hintAt = o.hintRate, o.hintAt
 	}
 	r.hintStop = maxTime(r.hintStop, o.hintStop)
 }
@@ -286,10 +287,14 @@ func (s *local) takeAccepted() int64 {
 	return n
 }
 
-// hinted records a rate implied by response headers (below the effective
-// rate): the lowest since the last lease caps the row's rate.
-func (s *local) hinted(rate float64) {
-	s.pending.merge(report{hintRate: math.Max(rate, minRate)})
+// hinted records a rate implied by the headers of the answer to a call sent
+// at sent: the latest such answer's caps the row's rate with the next
+// lease. The latest and not the lowest: a window's answers each give its
+// rate from what is left of it, and the later the answer the more a reset
+// known only to the second weighs in it, so the lowest of several is the
+// most wrong, not the most cautious.
+func (s *local) hinted(rate float64, sent time.Time) {
+	s.pending.merge(report{hintRate: math.Max(rate, minRate), hintAt: sent})
 }
 
 // exhausted records a quota exhausted until then: this process stops at

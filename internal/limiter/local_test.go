@@ -252,27 +252,28 @@ func TestLocalReport(t *testing.T) {
 	t.Parallel()
 	s := newLocal(100 * time.Millisecond)
 	s.succeeded()
-	s.hinted(20)
-	s.hinted(30) // higher: the lowest stands
+	s.hinted(30, ms(20))
+	s.hinted(20, ms(10)) // of an earlier call: the later one's stands
 	s.exhausted(ms(500))
 	r := s.takeReport()
-	if want := (report{success: true, accepted: 1, hintRate: 20, hintStop: ms(500)}); r != want {
+	if want := (report{success: true, accepted: 1, hintRate: 30, hintAt: ms(20), hintStop: ms(500)}); r != want {
 		t.Fatalf("report %+v, want %+v", r, want)
 	}
 	if s.pending != (report{}) {
 		t.Fatalf("after takeReport pending %+v, want empty", s.pending)
 	}
-	// The lease failed; meanwhile a lower hint, a later stop and another
-	// success arrived: the accepted calls add up.
+	// The lease failed; meanwhile a later hint, an earlier stop and
+	// another success arrived: the accepted calls add up, the later hint
+	// and the later stop stand.
 	s.succeeded()
-	s.hinted(10)
+	s.hinted(40, ms(30))
 	s.exhausted(ms(400))
 	s.restore(r)
-	if want := (report{success: true, accepted: 2, hintRate: 10, hintStop: ms(500)}); s.pending != want {
+	if want := (report{success: true, accepted: 2, hintRate: 40, hintAt: ms(30), hintStop: ms(500)}); s.pending != want {
 		t.Errorf("after restore %+v, want %+v", s.pending, want)
 	}
 	// Headers saying no request is left imply rate 0: the smallest rate.
-	s.hinted(0)
+	s.hinted(0, ms(40))
 	if s.pending.hintRate != minRate {
 		t.Errorf("after a zero hint: %v, want minRate", s.pending.hintRate)
 	}

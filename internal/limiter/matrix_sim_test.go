@@ -512,8 +512,10 @@ func (n *night) send(who int, clock time.Duration) time.Duration {
 		}
 		if n.sp.headers {
 			q, remaining, w, reset := n.meter.Quota(sent)
-			ans.hints = Hints{Remaining: remaining, HasRemaining: true, Quota: q, Window: w,
-				Reset: n.at(arrive + time.Duration(math.Ceil(reset.Seconds()))*time.Second)}
+			// Delta seconds rounded up, read from the call's send time
+			// as the consumer does.
+			ans.hints = Hints{Remaining: remaining, HasRemaining: true, Quota: q, Window: w, Sent: n.at(sent),
+				Reset: n.at(sent + time.Duration(math.Ceil(reset.Seconds()))*time.Second)}
 		}
 		n.answers = append(n.answers, ans)
 		limit = min(limit, arrive)

@@ -36,3 +36,35 @@ func TestResetBound(t *testing.T) {
 		}
 	}
 }
+
+// TestResetBoundFollowsTheCountLeft drives a window of one second that
+// resets at +0.3 s of every second, every answer saying t=1: the rounding
+// says nothing, the count left going up says when the window restarted.
+func TestResetBoundFollowsTheCountLeft(t *testing.T) {
+	t.Parallel()
+	const quota = 10
+	step := 100 * time.Millisecond
+	edge := 300 * time.Millisecond
+	var b resetBound
+	for at := time.Duration(0); at < 5*time.Second; at += step {
+		// Every call is counted; the window's count restarts at each edge.
+		used := int64((at-edge)%time.Second/step) + 1
+		if at < edge {
+			used = int64(at/step) + 1
+		}
+		next := (at-edge)/time.Second*time.Second + edge + time.Second
+		if at < edge {
+			next = edge
+		}
+		sent := t0.Add(at)
+		got := b.refine(Hints{Remaining: quota - used, HasRemaining: true, Quota: quota, Window: time.Second,
+			Sent: sent, Reset: sent.Add(time.Second)})
+		if got.Reset.Before(t0.Add(next)) {
+			t.Fatalf("at +%v: reset +%v is before the real one +%v", at, got.Reset.Sub(t0), next)
+		}
+		// From the first restart seen on, the reset is known to a step.
+		if at >= edge+time.Second && got.Reset.Sub(t0.Add(next)) > step {
+			t.Errorf("at +%v: reset +%v, want within %v after +%v", at, got.Reset.Sub(t0), step, next)
+		}
+	}
+}

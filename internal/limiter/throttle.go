@@ -81,9 +81,9 @@ func (l *Shared) Succeeded() {
 	l.mu.Unlock()
 }
 
-// Observe takes the rate-limit hints of a response. A rate implied by them
-// below the effective rate lowers it (with the next lease, for every
-// process); an exhausted quota stops this process at once until the reset
+// Observe takes the rate-limit hints of a response. The rate implied by
+// the latest of them caps the effective rate (with the next lease, for
+// every process); an exhausted quota stops this process at once until the reset
 // (at most MaxHintPenalty) and the others at their next lease.
 func (l *Shared) Observe(h Hints) {
 	now := l.cfg.Now()
@@ -91,8 +91,12 @@ func (l *Shared) Observe(h Hints) {
 	defer l.mu.Unlock()
 	h = l.resets.refine(h)
 	r, ok := h.Rate(now)
-	if ok && r < l.snap.EffectiveRate {
-		l.local.hinted(r)
+	if ok {
+		sent := h.Sent
+		if sent.IsZero() || sent.After(now) {
+			sent = now
+		}
+		l.local.hinted(r, sent)
 	}
 	if ok && l.disc != nil {
 		l.disc.hinted(l.clock.toDB(now), r)

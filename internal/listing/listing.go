@@ -206,11 +206,12 @@ func (l *Lister) fetch(ctx context.Context, runID uuid.UUID, ls lease, res *Resu
 		if err := l.Limiter.Wait(ctx); err != nil {
 			return err
 		}
+		sent := time.Now()
 		resp, page, err := l.Client.ListPage(ctx, provider.PageRequest{From: ls.from, To: ls.to, Cursor: ls.cursor})
 		res.Calls++
 		calls++
 		if resp.Header != nil {
-			l.Limiter.Observe(limiter.ParseHints(resp.Header, time.Now()))
+			l.Limiter.Observe(limiter.ParseHints(resp.Header, sent))
 		}
 		var wait time.Duration
 		switch {
