@@ -99,28 +99,37 @@ type stored struct {
 type leaseResult struct {
 	row          rowState
 	n            int       // tokens granted
-	avail        float64   // tokens in the bucket at t0 before the grant
+	avail        float64   // tokens in the bucket at t0 before the grant, at the rate after it
 	t0           time.Time // instant the grant refers to, on the local clock
 	penalised    bool
 	penaltyUntil time.Time // on the local clock
 }
 
 // leaseSQL refills the bucket to its time (@now, or the database's clock) at
-// the old effective rate, grants up to @want tokens that are due within
-// @window seconds (none during a penalty), adds @accepted to the fleet's
-// count of accepted calls, sets the effective rate to the discovery's rate
+// the old effective rate, sets the effective rate to the discovery's rate
 // (@curve) when @led is the row's latest throttle (keeping it otherwise), or
 // without a @curve applies the additive increase (@success: a success was
 // seen), applies the header cap (@hint), keeps the effective rate within
-// [@floor, rate], holds at most @capacity tokens (when set: what the
-// provider lets through at once), stores the discovery's @estimate and
-// @estimate_burst when @led is the row's latest throttle unless the settings
-// changed since @settings_at (limit set cleared them), and returns the grant
-// with the row and its time. The
-// increase is @increase of the rate per second since the later of the last
-// increase and the end of the hold,
-// counting at most one second. The test model (aimd and bucket in the test
-// files) follows the same rules and is checked against this statement.
+// [@floor, rate], grants at the new rate up to @want tokens that are due
+// within @window seconds (none during a penalty), adds @accepted to the
+// fleet's count of accepted calls, holds at most @capacity tokens (when set:
+// what the provider lets through at once), stores the discovery's @estimate
+// and @estimate_burst when @led is the row's latest throttle unless the
+// settings changed since @settings_at (limit set cleared them), and returns
+// the grant (the tokens due at its time: avail) with the row and its time.
+// The increase is @increase of the rate per second since the later of the
+// last increase and the end of the hold, counting at most one second.
+//
+// A debt (tokens below zero) is the time until the slots already granted
+// have passed, counted in tokens of the rate they were spaced at: when the
+// rate changes it is recounted at the new one (due), so that the slots of
+// this grant follow the last one granted before it. Counted at the new
+// rate as it stood, a rise would put them among the earlier ones, two
+// processes' calls closer together than the rate spaces them, and a
+// provider whose bucket holds a call or two answers 429.
+//
+// The test model (aimd and bucket in the test files) follows the same rules
+// and is checked against this statement.
 const leaseSQL = `
 WITH clock AS (
     SELECT coalesce(@now::timestamptz, clock_timestamp()) AS clock_now
@@ -137,24 +146,35 @@ WITH clock AS (
       FROM rate_limiters, clock
      WHERE name = @name
        FOR UPDATE OF rate_limiters
-), next AS (
+), rated AS (
     SELECT cur.*,
-           CASE WHEN penalised THEN 0
-                ELSE least(@want::int, greatest(0, floor(avail + effective_rate * @window::float8)))::int END AS n,
            (@success::bool AND NOT penalised AND NOT held) AS grow,
            (@curve::float8 IS NOT NULL AND leads) AS steers
       FROM cur
+), priced AS (
+    SELECT rated.*,
+           greatest(least(@floor::float8, rate), least(rate,
+               CASE WHEN steers THEN @curve::float8
+                    WHEN @curve::float8 IS NOT NULL THEN effective_rate
+                    ELSE effective_rate + CASE WHEN grow THEN rate * @increase::float8 * least(1, greatest(0,
+                   extract(epoch FROM (clock_now - coalesce(greatest(increased_at, decrease_hold_until), clock_now))))::float8)
+                   ELSE 0 END END,
+               coalesce(@hint::float8, 'Infinity'::float8))) AS new_rate
+      FROM rated
+), debt AS (
+    SELECT priced.*,
+           CASE WHEN avail < 0 THEN avail * new_rate / effective_rate ELSE avail END AS due
+      FROM priced
+), next AS (
+    SELECT debt.*,
+           CASE WHEN penalised THEN 0
+                ELSE least(@want::int, greatest(0, floor(due + new_rate * @window::float8)))::int END AS n
+      FROM debt
 )
 UPDATE rate_limiters r
-   SET tokens = next.avail - next.n,
+   SET tokens = next.due - next.n,
        updated_at = next.t0,
-       effective_rate = greatest(least(@floor::float8, r.rate), least(r.rate,
-           CASE WHEN next.steers THEN @curve::float8
-                WHEN @curve::float8 IS NOT NULL THEN r.effective_rate
-                ELSE r.effective_rate + CASE WHEN next.grow THEN r.rate * @increase::float8 * least(1, greatest(0,
-               extract(epoch FROM (next.clock_now - coalesce(greatest(r.increased_at, r.decrease_hold_until), next.clock_now))))::float8)
-               ELSE 0 END END,
-           coalesce(@hint::float8, 'Infinity'::float8))),
+       effective_rate = next.new_rate,
        increased_at = CASE WHEN next.steers OR next.grow AND @curve::float8 IS NULL THEN next.clock_now ELSE r.increased_at END,
        accepted = r.accepted + @accepted::bigint,
        estimate = CASE WHEN @estimate::float8 IS NOT NULL AND r.settings_updated_at = @settings_at::timestamptz AND next.leads
@@ -163,7 +183,7 @@ UPDATE rate_limiters r
                              THEN @estimate_burst::float8 ELSE r.estimate_burst END
   FROM next
  WHERE r.name = next.name
-RETURNING next.n, next.avail, next.t0, next.penalised, r.rate, r.burst, r.effective_rate, r.penalty_until, r.throttles,
+RETURNING next.n, next.due, next.t0, next.penalised, r.rate, r.burst, r.effective_rate, r.penalty_until, r.throttles,
           r.accepted, r.throttled_at, r.throttled_accepted, r.settings_updated_at, r.refusals, r.estimate,
           r.estimate_burst, next.clock_now`
 

@@ -190,7 +190,6 @@ func (w *nightRow) penalise(now time.Time, pause time.Duration, counted bool, re
 
 // lease is leaseSQL with the discovery on.
 func (w *nightRow) lease(now time.Time, want int, window time.Duration, rep report, follow float64, store stored) leaseResult {
-	n, avail, at := w.b.Lease(now, want, window, store.capacity)
 	eff := w.b.rate
 	leads := store.led.Equal(w.throttledAt)
 	if follow > 0 && leads {
@@ -199,7 +198,9 @@ func (w *nightRow) lease(now time.Time, want int, window time.Duration, rep repo
 	if rep.hintRate > 0 {
 		eff = math.Min(eff, rep.hintRate)
 	}
-	w.b.SetLimit(now, math.Max(w.floor(), eff), w.burst)
+	eff = math.Max(w.floor(), eff)
+	n, avail, at := w.b.Lease(now, want, window, store.capacity, eff)
+	w.b.SetLimit(now, eff, w.burst)
 	w.accepted += rep.accepted
 	if store.estimate > 0 && store.burst > 0 && store.settingsAt.Equal(w.settingsAt) && leads {
 		w.estimate, w.estimateBurst = store.estimate, store.burst

@@ -83,15 +83,21 @@ func (b *bucket) Reserve(now time.Time) time.Duration {
 }
 
 // Lease takes, at now, as many tokens as Reserve would grant with a wait of
-// at most window, up to want, and none during a penalty; the bucket holds
-// at most capacity tokens when it is positive (the provider's learned
-// bucket). It returns how many, the tokens available before, and the
-// instant they refer to.
-func (b *bucket) Lease(now time.Time, want int, window time.Duration, capacity float64) (n int, avail float64, at time.Time) {
+// at most window, up to want, and none during a penalty, at the rate the
+// lease sets (rate): a debt is recounted at it first, being the time until
+// the slots granted before have passed. The bucket holds at most capacity
+// tokens when it is positive (the provider's learned bucket). It returns
+// how many, the tokens available before (at the new rate), and the instant
+// they refer to.
+func (b *bucket) Lease(now time.Time, want int, window time.Duration, capacity, rate float64) (n int, avail float64, at time.Time) {
 	b.advance(now)
 	if capacity > 0 {
 		b.tokens = math.Min(b.tokens, capacity)
 	}
+	if b.tokens < 0 {
+		b.tokens *= rate / b.rate
+	}
+	b.rate = rate
 	avail, at = b.tokens, maxTime(now, b.last)
 	if now.Before(b.penaltyUntil) {
 		return 0, avail, at

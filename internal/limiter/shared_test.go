@@ -509,3 +509,45 @@ func TestOneProcessSetsTheDiscoveredRate(t *testing.T) {
 		t.Errorf("after the leading process's lease the row's rate is %g, want its discovery's %g", got, want)
 	}
 }
+
+// TestLeaseAfterARiseFollowsTheSlotsGranted has one process lease at 50/s
+// (a slot every 20 ms for 100 ms) and another, 30 ms later, raise the rate
+// to 100/s: the second one's slots
+// come after the first one's last, at the new spacing, and not among them
+// (a provider whose bucket holds one call would refuse the second of two
+// calls closer than its rate allows).
+func TestLeaseAfterARiseFollowsTheSlotsGranted(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	l, other, clock := twoProcessesOnAClock(t, Settings{Rate: 100, Burst: 1})
+	grant := func(p *Shared, rate float64) []time.Time {
+		t.Helper()
+		now := clock.Now()
+		res, err := p.lease(ctx, now, 10, report{}, rate, DefaultFloor(100), stored{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		p.mu.Lock()
+		defer p.mu.Unlock()
+		p.apply(res.row, now)
+		p.local.leased(now, 10, res)
+		slots := p.local.slots
+		p.local.slots = nil
+		return slots
+	}
+	grant(l, 50) // the rate falls to 50/s
+	clock.Advance(time.Second)
+	first := grant(l, 50)
+	clock.Advance(30 * time.Millisecond)
+	second := grant(other, 100)
+	if len(first) == 0 || len(second) == 0 {
+		t.Fatalf("slots %v and %v, want some in each", first, second)
+	}
+	last := first[len(first)-1]
+	for i, s := range second {
+		if want := last.Add(time.Duration(i+1) * 10 * time.Millisecond); s.Sub(want).Abs() > time.Microsecond {
+			t.Errorf("second process's slot %d at +%v, want +%v (10 ms after the first's last, +%v, and each other)",
+				i, s.Sub(t0), want.Sub(t0), last.Sub(t0))
+		}
+	}
+}

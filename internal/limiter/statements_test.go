@@ -157,7 +157,6 @@ func TestStatementsMatchModel(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
-				n, avail, at := b.Lease(now, want, cfg.LeaseWindow, capacity)
 				switch {
 				case follow > 0 && leads:
 					a.Follow(now, follow)
@@ -170,6 +169,7 @@ func TestStatementsMatchModel(t *testing.T) {
 				if hint > 0 {
 					a.Cap(hint)
 				}
+				n, avail, at := b.Lease(now, want, cfg.LeaseWindow, capacity, a.Rate())
 				if res.n != n || !near(res.avail, avail) || !res.t0.Equal(at) {
 					t.Fatalf("seed %d step %d (%s): lease granted %d of %.6f at %v, model %d of %.6f at %v",
 						seed, step, what, res.n, res.avail, res.t0, n, avail, at)
