@@ -14,11 +14,10 @@ const (
 	// estimate is a lower bound of the provider's rate, so the margin only
 	// absorbs measurement noise.
 	cruiseShare = 0.99
-	// firstProbe is the probe period after a change of the estimate, and
-	// lastProbe the longest it grows to (doubling at each probe that finds
-	// the estimate unchanged).
+	// firstProbe is the probe period after a change of the estimate; it
+	// doubles at each probe that finds the estimate unchanged, up to
+	// longestPeriod.
 	firstProbe = 5 * time.Second
-	lastProbe  = 60 * time.Second
 	// measureProbe is how soon a probe starts after a throttle that came
 	// unexpectedly (at start-up, or while cruising: the limit fell), when
 	// the estimate is only a guess.
@@ -28,9 +27,10 @@ const (
 	// second, so that a full bucket is drained and the 429 due within
 	// about 1.5 s whatever the burst.
 	probeSlope = 0.2
-	// probeShare bounds the 429s that probes cost when they are cheap (the
-	// provider's bucket refills what the pause would lose): the period is
-	// at least one call in 1/probeShare.
+	// probeShare is the most of a steady hour's calls the probes may cost
+	// (see longestPeriod): 0.4%, under the 1% of calls a night may see
+	// answered 429, because a probe draws more 429s than the one its cost
+	// counts (the calls in flight when it is refused).
 	probeShare = 0.004
 	// probeStart is the probe's first step above the estimate.
 	probeStart = 0.02
@@ -142,7 +142,8 @@ type sample struct {
 //
 // Between probes the rate cruises at cruiseShare of the estimate. A probe
 // rises above it; its 429 measures the rate again. When it finds the same
-// rate the probe period doubles (firstProbe up to lastProbe); after a change
+// rate the probe period doubles (from firstProbe up to the period at which
+// probes cost probeShare of the calls: longestPeriod); after a change
 // it starts again at firstProbe. A probe that outlives the moment its 429
 // was due (more calls accepted than the estimate and B allow) has found a
 // raised limit and doubles the rate every surgeDoubling until the 429 comes.
@@ -320,7 +321,7 @@ func (d *discovery) throttled(at time.Time, accepted, own int64, resume time.Tim
 			// firstProbe; when a probe costs part of a pause, from
 			// twice that.
 			shortest := firstProbe
-			if longest == lastProbe {
+			if d.costly(resume.Sub(at)) {
 				shortest = 2 * firstProbe
 			}
 			d.period = min(max(2*d.period, shortest), longest)
@@ -341,20 +342,21 @@ func (d *discovery) throttled(at time.Time, accepted, own int64, resume time.Tim
 			}
 			d.period = firstProbe
 			longest := d.longestPeriod(resume.Sub(at))
-			if startUp && longest < lastProbe && accepted-d.last.accepted >= 2*fewCalls {
+			cheap := !d.costly(resume.Sub(at))
+			if startUp && cheap && accepted-d.last.accepted >= 2*fewCalls {
 				// The first measurement, on enough calls to be
 				// close, while a probe costs only its 429s: no
 				// change of the limit has been seen, so the probes
 				// start where an estimate that held once has them.
 				// When a probe costs part of a pause the period
-				// grows to lastProbe, and the first one is what
+				// grows longer, and the first one is what
 				// corrects a start-up estimate that came out low.
 				d.period = min(2*firstProbe, longest)
 			}
 			if d.comingBack(at) {
 				d.period = d.comebackPeriod(resume.Sub(at))
 			}
-			if prev == phaseSurge && longest < lastProbe {
+			if prev == phaseSurge && cheap {
 				// The span measured began under the old limit, so
 				// it understates the new one: measure again soon,
 				// from this 429, while a probe costs only its 429s.
@@ -465,16 +467,22 @@ func (d *discovery) rough(at time.Time, accepted int64) bool {
 }
 
 // longestPeriod is how long the probe period grows while the estimate
-// holds, for pauses of the given length: lastProbe when a probe costs part
-// of a pause (the provider's bucket cannot hold what it refills meanwhile);
-// when it costs nothing but its 429s, short enough to find a raised limit
-// soon, long enough to keep the 429s under probeShare.
+// holds, for pauses of the given length: long enough that the probes cost
+// at most probeShare of the calls. A probe costs the calls its pause loses:
+// the provider refills R×pause meanwhile and its bucket keeps B of it, so
+// cost = max(1, R×pause − B) calls (at least the one refused), against
+// R×period calls sent between two probes; hence period = cost /
+// (probeShare × R), and never less than firstProbe. With R and B unknown
+// the whole pause counts.
 func (d *discovery) longestPeriod(pause time.Duration) time.Duration {
-	if d.burst == 0 || d.burst < 0.9*d.estimate*pause.Seconds() {
-		return lastProbe
-	}
-	cheap := time.Duration(float64(time.Second) / (probeShare * d.estimate))
-	return min(max(firstProbe, cheap), lastProbe)
+	cost := math.Max(1, d.estimate*pause.Seconds()-d.burst)
+	return max(firstProbe, durationOf(cost/(probeShare*d.estimate)))
+}
+
+// costly reports whether a probe costs part of its pause (the provider's
+// bucket cannot hold what it refills meanwhile) rather than only its 429s.
+func (d *discovery) costly(pause time.Duration) bool {
+	return d.burst == 0 || d.burst < 0.9*d.estimate*pause.Seconds()
 }
 
 // comingBack reports whether at is within comebackWatch of a fall of the
@@ -487,7 +495,7 @@ func (d *discovery) comingBack(at time.Time) bool {
 // pauses of the given length: comebackProbe when a probe costs only its
 // 429s, firstProbe when it costs part of a pause.
 func (d *discovery) comebackPeriod(pause time.Duration) time.Duration {
-	if d.longestPeriod(pause) < lastProbe {
+	if !d.costly(pause) {
 		return comebackProbe
 	}
 	return firstProbe

@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"fmt"
 	"math"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -459,5 +460,44 @@ func TestDiscoveryMeasuresThroughLateReports(t *testing.T) {
 	got, ok := d.measure(at)
 	if !ok || math.Abs(got-200) > 0.1*200 {
 		t.Errorf("measured %.0f/s (ok %v), want 200/s ± 10%%", got, ok)
+	}
+}
+
+// TestProbesCostTheirShareOverAnHour runs steady hours against the shapes
+// whose estimate holds once measured (buckets of 1 s and 5 s of the rate, a
+// leaky bucket), the limit set three times too high, and counts what the
+// probes cost after the first ten minutes: each pause loses what the
+// provider refilled meanwhile beyond its bucket (at least the call
+// refused), and together they may lose at most 1% of the calls; the share
+// answered 429 stays under 1% too. With the probe period capped at a
+// minute, a 2 s Retry-After on a bucket of 1 s cost 1.6%.
+func TestProbesCostTheirShareOverAnHour(t *testing.T) {
+	t.Parallel()
+	const from = 600 // seconds: the start-up's measurements are done
+	for _, name := range []string{"bucket-1s", "bucket-5s", "leaky-20s"} {
+		shape := matrixShapes[slices.IndexFunc(matrixShapes, func(s matrixShape) bool { return s.name == name })]
+		for _, rate := range []float64{20, 200} {
+			for _, ra := range matrixRetryAfter[:2] { // whole seconds: a pause costs calls
+				c := matrixCell{family: familyUnknown, shape: shape, rate: rate, ra: ra, latency: 20 * time.Millisecond,
+					procs: 1, pattern: matrixPatterns[0]}
+				sp := c.spec()
+				sp.length = time.Hour
+				r := simulateNight(sp)
+				calls, _, throttled := r.count(from, len(r.series))
+				probes := 0
+				for _, s := range r.series[from:] {
+					if s.throttled > 0 {
+						probes++
+					}
+				}
+				lost := float64(probes) * max(1, rate*ra.min.Seconds()-float64(c.bucket()))
+				cost := lost / (rate * float64(len(r.series)-from))
+				share := float64(throttled) / float64(calls)
+				t.Logf("%s: %d probes after 10 min, costing %.2f%% of the calls; 429 share %.2f%%", c, probes, 100*cost, 100*share)
+				if cost > 0.01 || share > 0.01 {
+					t.Errorf("%s: probes cost %.2f%% of the calls, 429 share %.2f%%; want both <= 1%%", c, 100*cost, 100*share)
+				}
+			}
+		}
 	}
 }
