@@ -72,10 +72,10 @@ type Config struct {
 	PollInterval time.Duration
 	// Recovery selects how the effective rate recovers after a throttle.
 	// Positive: the limit discovery (see discovery) measures the provider's
-	// rate between two throttles (accepted calls fleet-wide ÷ the time
-	// between them), cruises just under it, and probes above it rarely
-	// while it holds (every 5 s up to every 60 s) and soon after it
-	// changed; a probe that outlives its due 429 doubles the rate every
+	// rate between two throttles (from the calls accepted fleet-wide in
+	// between), cruises just under it, and probes above it soon after it
+	// changed and more rarely while it holds (from every 5 s, doubling up
+	// to the period at which the probes' pauses cost 0.4% of the calls); a probe that outlives its due 429 doubles the rate every
 	// 0.5 s until the next 429 measures the raised limit. Rate-limit
 	// headers, when the provider sends them, pace the limiter instead.
 	// Every process measures from the same throttles, counted in the row.
