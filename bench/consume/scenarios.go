@@ -197,8 +197,10 @@ func shapeAbout(c providersim.Config) string {
 
 // shapeScenarios is the subset of the discovery matrix the real consumer
 // runs: the bucket sizes the old discovery did worst on (20 and 2 calls at
-// 200/s), a sliding log, a leaky bucket, an exact Retry-After, none, a
-// latency, and the exact limit told.
+// 200/s), a sliding log, fixed windows of a second with and without the
+// IETF RateLimit fields, a leaky bucket, an exact Retry-After, none, a
+// latency, and the exact limit told (of a bucket, and of a window with
+// fields).
 func shapeScenarios() []scenario {
 	bucket := func(b int) providersim.Config {
 		return providersim.Config{Algorithm: providersim.TokenBucket, Burst: b}
@@ -209,6 +211,9 @@ func shapeScenarios() []scenario {
 	absent.RetryAfter = providersim.RetryAfterAbsent
 	slow := bucket(20)
 	slow.Latency = providersim.Latency{Fixed: 200 * time.Millisecond}
+	window := providersim.Config{Algorithm: providersim.FixedWindow, Window: time.Second}
+	fields := window
+	fields.RateLimitHeaders = true
 	return []scenario{
 		shapeScenario("bucket-20", 200, 3, 40, bucket(20)),
 		shapeScenario("bucket-2", 200, 3, 40, bucket(2)),
@@ -217,8 +222,13 @@ func shapeScenarios() []scenario {
 		shapeScenario("bucket-20-absent", 200, 3, 40, absent),
 		shapeScenario("bucket-20-latency-200ms", 200, 3, 40, slow),
 		shapeScenario("log-1s", 200, 3, 40, providersim.Config{Algorithm: providersim.SlidingLog, Window: time.Second}),
+		shapeScenario("window-1s", 200, 3, 40, window),
+		shapeScenario("window-1s-ietf", 200, 3, 40, fields),
 		shapeScenario("leaky-20s", 20, 3, 10, providersim.Config{Algorithm: providersim.LeakyBucket, Burst: 400}),
 		shapeScenario("told-bucket-20", 200, 1, 20, bucket(20)),
+		// Paced at the rate, a window's quota is never exceeded; a
+		// burst could be.
+		shapeScenario("told-window-1s-ietf", 200, 1, 1, fields),
 	}
 }
 
