@@ -83,8 +83,8 @@ func (l *Shared) Succeeded() {
 
 // Observe takes the rate-limit hints of a response. The rate implied by
 // the latest of them caps the effective rate (with the next lease, for
-// every process); an exhausted quota stops this process at once until the reset
-// (at most MaxHintPenalty) and the others at their next lease.
+// every process); an exhausted quota stops this process at once until the
+// reset (at most MaxHintPenalty) and the others at their next lease.
 func (l *Shared) Observe(h Hints) {
 	now := l.cfg.Now()
 	l.mu.Lock()
