@@ -35,12 +35,13 @@ type ProviderTotal struct {
 // kept per shard and provider (run_shards' primary key (run_id, shard,
 // provider)): a few rows per run, open or complete, whatever its size.
 func ProviderTotals(ctx context.Context, db Querier, runID uuid.UUID) ([]ProviderTotal, error) {
+	items := `sum(remaining + ` + perTerminal(`%s`, ` + `) + `)`
 	rows, err := db.Query(ctx, `
-		SELECT provider, sum(remaining + `+perTerminal(`%s`, ` + `)+`), sum(matched), sum(mismatched), sum(missing),
+		SELECT provider, `+items+`, sum(matched), sum(mismatched), sum(missing),
 		       sum(dead_lettered), sum(unexpected), sum(remaining), sum(provider_calls)::bigint, sum(throttles)::bigint
 		  FROM run_shards WHERE run_id = $1
 		 GROUP BY provider
-		HAVING sum(remaining + `+perTerminal(`%s`, ` + `)+`) > 0
+		HAVING `+items+` > 0
 		 ORDER BY provider`, runID)
 	if err != nil {
 		return nil, fmt.Errorf("total items of run %s by provider: %w", runID, err)

@@ -62,10 +62,7 @@ const leakMargin = 0.05
 // when it is full again about half full, at its rate); else Quota/Window.
 // ok is false when the hints imply no rate.
 func (h Hints) Rate(now time.Time) (rate float64, ok bool) {
-	from := now
-	if !h.Sent.IsZero() && h.Sent.Before(now) {
-		from = h.Sent
-	}
+	from := h.sentBy(now)
 	switch {
 	case h.Leak > 0 && h.HasRemaining && h.Quota > 0:
 		margin := math.Max(1, leakMargin*float64(h.Quota))
@@ -77,6 +74,15 @@ func (h Hints) Rate(now time.Time) (rate float64, ok bool) {
 		return float64(h.Quota) / h.Window.Seconds(), true
 	}
 	return 0, false
+}
+
+// sentBy is when the answered call was sent, as known at now: Sent, or now
+// when Sent is unknown or later.
+func (h Hints) sentBy(now time.Time) time.Time {
+	if h.Sent.IsZero() || h.Sent.After(now) {
+		return now
+	}
+	return h.Sent
 }
 
 // Exhausted reports whether the provider said no request will be accepted

@@ -220,12 +220,12 @@ func (s *local) restore(r report) {
 // granted slots, or, when none was granted or kept, when to come back.
 func (s *local) leased(now time.Time, want int, res leaseResult) {
 	rate := res.row.EffectiveRate
-	// The row grants and counts the debt at the rate after the lease, so
-	// the slots fall within the window; a slot beyond it (the row's rate
-	// changed since: a lease reads it as it was) is dropped, its token
-	// expired unused, so that a process holds at most a window of slots
-	// and hears of another's pause at its next lease, within the window,
-	// not when it polls.
+	// The row grants only the tokens due within the window at the rate it
+	// sets, which spaces the slots, so they fall within it (but for the
+	// rounding of a slot's time up to the nanosecond). A slot beyond it
+	// all the same is dropped, its token expired unused: a process holds
+	// at most a window of slots, and hears of another's pause at its next
+	// lease, within the window, not when it polls.
 	last := maxTime(now, res.t0).Add(s.window)
 	kept := 0
 	for i := 1; i <= res.n; i++ {

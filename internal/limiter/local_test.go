@@ -215,17 +215,18 @@ func TestLocalLeased(t *testing.T) {
 		{"nothing granted, batch due soon: back in a millisecond at the earliest", ms(0), 1,
 			leaseResult{n: 0, avail: 0.5, t0: ms(0), row: rowState{EffectiveRate: 100}},
 			nil, ms(1)},
-		// Counted at 100/s before the lease, spaced at the 20/s it set:
-		// the slots beyond the window are dropped, or the process
-		// would call for 200 ms without hearing of another's pause.
+		// A grant reaching beyond the window (the row grants none now,
+		// but a process does not rely on it): the slots beyond are
+		// dropped, or the process would call for 200 ms without hearing
+		// of another's pause.
 		{"the lease lowered the rate: slots within the window only", ms(0), 5,
 			leaseResult{n: 5, avail: 0, t0: ms(0), row: rowState{EffectiveRate: 20}},
 			[]time.Time{ms(50), ms(100)}, time.Time{}},
-		// 3 tokens granted 10 in debt, counted at the rate before the
-		// lease and spaced at the 20/s it set: the first slot is 550 ms
-		// away and dropped with the others. The process comes back when
-		// the row's next token, the 4th, is due within the window, not
-		// at once into the same debt.
+		// 3 tokens granted 10 in debt at 20/s (as above, not a grant the
+		// row makes now): the first slot is 550 ms away and dropped with
+		// the others. The process comes back when the row's next token,
+		// the 4th, is due within the window, not at once into the same
+		// debt.
 		{"every slot beyond the window: none kept, back when the row's next token is due within it", ms(0), 3,
 			leaseResult{n: 3, avail: -10, t0: ms(0), row: rowState{EffectiveRate: 20}},
 			nil, ms(600)},

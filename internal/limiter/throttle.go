@@ -92,11 +92,7 @@ func (l *Shared) Observe(h Hints) {
 	h = l.resets.refine(h)
 	r, ok := h.Rate(now)
 	if ok {
-		sent := h.Sent
-		if sent.IsZero() || sent.After(now) {
-			sent = now
-		}
-		l.local.hinted(r, sent)
+		l.local.hinted(r, h.sentBy(now))
 	}
 	if ok && l.disc != nil {
 		l.disc.hinted(l.clock.toDB(now), r)
