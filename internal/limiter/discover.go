@@ -155,6 +155,14 @@ type sample struct {
 // when they cost only their 429s (firstProbe when they cost part of a
 // pause): limits that drop tend to come back.
 //
+// A window of calls (at most N in any W, or in each W from some start)
+// reads as a bucket refilled at whatever rate the fleet cruises at, and
+// the measure settles there, however far under N/W. So each measuring 429
+// also asks whether the last ones agree with a window (see window.go);
+// when one says more than the bucket, the fleet cruises at it on trial,
+// and a 429 while cruising on trial refutes it: back to the bucket's
+// measure, and no window is read for windowHorizon.
+//
 // The limit set (the configured rate) is trusted until the provider refuses
 // it trustedRefusals times since it was set: the first refusal pauses the
 // fleet and keeps the rate, the second measures the provider from the calls
@@ -203,6 +211,19 @@ type discovery struct {
 	hintRate float64
 	hintAt   time.Time
 
+	win  windowLog // the samples and refusals for the window reading
+	read reading   // the window the estimate was read from; zero when measured as a bucket
+	// A window reading that raised the estimate is on trial until
+	// trialUntil: a 429 while cruising then refutes it, and the
+	// estimate returns to fallback, the bucket's measure; no window is
+	// read again until refutedUntil. Until trialFrom, the first window
+	// after the pause, the rate stays at fallback: that window holds
+	// what was released at the pause's end, set before the reading.
+	trialFrom    time.Time
+	trialUntil   time.Time
+	fallback     float64
+	refutedUntil time.Time
+
 	fellFrom float64   // the estimate before the limit last fell
 	fellAt   time.Time // when
 
@@ -224,6 +245,7 @@ func (d *discovery) observe(now time.Time, accepted, own int64, ceiling float64)
 	if !d.originSet {
 		d.coldFrom, d.originSet = s, true
 	}
+	d.win.add(s)
 	if n := len(d.samples); n > 0 && (!now.After(d.samples[n-1].at) || accepted < d.samples[n-1].accepted) {
 		return
 	}
@@ -265,6 +287,7 @@ func (d *discovery) throttled(at time.Time, accepted, own int64, resume time.Tim
 	prev := d.phase
 	d.fromStored = false
 	d.observe(at, accepted, own, d.ceiling)
+	d.win.refuse(at, accepted)
 	switch {
 	case prev == phaseCold && refusals < trustedRefusals:
 		// The limit set is trusted: keep it, and measure the provider
@@ -297,6 +320,16 @@ func (d *discovery) throttled(at time.Time, accepted, own int64, resume time.Tim
 		d.record(at, causeThrottle, d.estimate*cruiseShare, fmt.Sprintf(
 			"the provider refused the limit set twice, on too few calls (%d) to measure it: the rate halves until the next 429 measures the provider",
 			accepted-d.last.accepted))
+	case prev == phaseCruise && !d.guess && at.Before(d.trialUntil):
+		// The window read is refuted: the provider is a bucket
+		// whose calls before three 429s happened to agree.
+		was := d.estimate
+		d.refutedUntil = at.Add(windowHorizon)
+		d.period = firstProbe
+		d.record(at, causeThrottle, d.estimate*cruiseShare, fmt.Sprintf(
+			"429 while cruising under the window's %s: the provider is no window of %s; back to the measured %s",
+			human.Rate(was), human.Duration(d.read.window), human.Rate(d.fallback)))
+		d.estimate, d.read, d.trialFrom, d.trialUntil = d.fallback, reading{}, time.Time{}, time.Time{}
 	case prev == phaseCruise && !d.guess:
 		// Unexpected: the limit fell below the estimate.
 		d.fellFrom, d.fellAt = d.estimate, at
@@ -307,6 +340,29 @@ func (d *discovery) throttled(at time.Time, accepted, own int64, resume time.Tim
 	default:
 		// A probe's 429, or the one after a guess: it measures.
 		m, ok := d.measure(at)
+		held := d.read
+		r, read := d.win.read(held)
+		d.read = reading{}
+		// A window is read only when it says more than the bucket
+		// does: a bucket's calls may agree with a window's now and
+		// then, and a window's pause costs more (kept). A window
+		// held and confirmed is kept while the bucket says no more.
+		says := cruiseShare*r.rate() > (1+heldWithin)*m || r == held && r.rate() >= m
+		// Nor while watching for a comeback: a trial would hold
+		// back the probes that find it.
+		if read && ok && says && !d.rough(at, accepted) && !at.Before(d.refutedUntil) && !d.comingBack(at) {
+			if r != held && r.rate() > (1+heldWithin)*d.estimate {
+				// A new reading: on trial until the fleet has
+				// cruised at it for two windows, and for as long
+				// as a bucket of the burst measured would take to
+				// drain at the difference.
+				drain := d.burst / (cruiseShare*r.rate() - m)
+				d.fallback = m
+				d.trialFrom = resume.Add(r.window)
+				d.trialUntil = d.trialFrom.Add(2*r.window + durationOf(drain))
+			}
+			m, d.read = r.rate(), r
+		}
 		switch {
 		case !ok:
 			d.estimate = math.Max(d.estimate*d.decrease, d.floor())
@@ -445,7 +501,13 @@ func (d *discovery) cold(at time.Time, accepted int64) {
 // calls accepted, the estimate having been was (a guess when d.guess was).
 func (d *discovery) measured(was float64, calls int64) string {
 	s := fmt.Sprintf("measured between two 429s on %d calls: %s", calls, human.Rate(d.estimate))
-	if d.burst > 0 {
+	if d.read.window > 0 {
+		kind := "a sliding window"
+		if d.read.fixed {
+			kind = "a fixed window"
+		}
+		s = fmt.Sprintf("read from the last %d 429s, each after %s calls in %s of %s: %s", agreeing, human.Number(d.read.quota), kind, human.Duration(d.read.window), human.Rate(d.estimate))
+	} else if d.burst > 0 {
 		s += fmt.Sprintf(" with a bucket of %s", human.Number(d.burst))
 	}
 	if was > 0 {
@@ -475,14 +537,14 @@ func (d *discovery) rough(at time.Time, accepted int64) bool {
 // (probeShare × R), and never less than firstProbe. With R and B unknown
 // the whole pause counts.
 func (d *discovery) longestPeriod(pause time.Duration) time.Duration {
-	cost := math.Max(1, d.estimate*pause.Seconds()-d.burst)
+	cost := math.Max(1, d.estimate*pause.Seconds()-d.kept())
 	return max(firstProbe, durationOf(cost/(probeShare*d.estimate)))
 }
 
 // costly reports whether a probe costs part of its pause (the provider's
 // bucket cannot hold what it refills meanwhile) rather than only its 429s.
 func (d *discovery) costly(pause time.Duration) bool {
-	return d.burst == 0 || d.burst < 0.9*d.estimate*pause.Seconds()
+	return d.burst == 0 || d.kept() < 0.9*d.estimate*pause.Seconds()
 }
 
 // comingBack reports whether at is within comebackWatch of a fall of the
@@ -635,6 +697,11 @@ func (d *discovery) rate(now time.Time) float64 {
 			d.record(now, causeProbe, d.estimate*(1+probeStart), fmt.Sprintf("probe starts: the rate rises above the estimate of %s until a 429", human.Rate(d.estimate)))
 			return d.rate(now)
 		}
+		if now.Before(d.trialFrom) {
+			// The first window after the pause holds what was
+			// released at its end, set before the window was read.
+			return d.fallback * cruiseShare
+		}
 		return d.estimate * cruiseShare
 	case phaseProbe:
 		r := d.estimate*(1+probeStart) + (d.burst+probeSlope*d.estimate)*now.Sub(d.probeFrom).Seconds()
@@ -662,7 +729,7 @@ func (d *discovery) refill(pause time.Duration) float64 {
 	if d.burst == 0 || d.estimate == 0 || d.guess {
 		return 1
 	}
-	return math.Max(1, math.Floor(math.Min(d.burst, d.estimate*pause.Seconds())))
+	return math.Max(1, math.Floor(math.Min(d.kept(), d.estimate*pause.Seconds())))
 }
 
 // record notes a change for the history.
@@ -682,4 +749,15 @@ func (d *discovery) takeChanges() []change {
 	c := d.changes
 	d.changes = nil
 	return c
+}
+
+// kept is the most of a pause's refill the provider keeps for the fleet to
+// spend at once when the pause ends: a bucket's burst; of a window, only
+// what the cruise leaves unused of its quota, since a window that took a
+// burst at the resume holds it for a whole window while the cruise goes on.
+func (d *discovery) kept() float64 {
+	if d.read.window == 0 {
+		return d.burst
+	}
+	return math.Max(0, d.read.quota-d.estimate*cruiseShare*d.read.window.Seconds())
 }

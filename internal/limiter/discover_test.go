@@ -4,7 +4,6 @@ import (
 	"cmp"
 	"fmt"
 	"math"
-	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -475,7 +474,7 @@ func TestProbesCostTheirShareOverAnHour(t *testing.T) {
 	t.Parallel()
 	const from = 600 // seconds: the start-up's measurements are done
 	for _, name := range []string{"bucket-1s", "bucket-5s", "leaky-20s"} {
-		shape := matrixShapes[slices.IndexFunc(matrixShapes, func(s matrixShape) bool { return s.name == name })]
+		shape := shapeNamed(name)
 		for _, rate := range []float64{20, 200} {
 			for _, ra := range matrixRetryAfter[:2] { // whole seconds: a pause costs calls
 				c := matrixCell{family: familyUnknown, shape: shape, rate: rate, ra: ra, latency: 20 * time.Millisecond,

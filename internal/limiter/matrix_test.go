@@ -104,6 +104,11 @@ func (c matrixCell) String() string {
 	return s
 }
 
+// shapeNamed is the matrix's shape of that name.
+func shapeNamed(name string) matrixShape {
+	return matrixShapes[slices.IndexFunc(matrixShapes, func(s matrixShape) bool { return s.name == name })]
+}
+
 // bucket is the provider's bucket (or window quota) in calls.
 func (c matrixCell) bucket() int {
 	if c.shape.window > 0 {
@@ -630,7 +635,7 @@ var matrixFloors = map[string]float64{
 	"unknown bucket-1call steady efficiency":             0.609,
 	"unknown bucket-1call steady 429 share after 10 s":   0.034,
 	"unknown bucket-1call steady calls per item":         1.080,
-	"unknown bucket-1call zigzag efficiency":             0.576,
+	"unknown bucket-1call zigzag efficiency":             0.583,
 	"unknown bucket-1call zigzag calls per item":         1.134,
 	"unknown bucket-1call rise-x4 efficiency":            0.695,
 	"unknown bucket-1call rise-x4 calls per item":        1.048,
@@ -673,16 +678,16 @@ var matrixFloors = map[string]float64{
 	"unknown bucket-5s zigzag calls per item":            1.044,
 	"unknown log-1s steady efficiency":                   0.355,
 	"unknown log-1s steady 429 share after 10 s":         0.134,
-	"unknown log-1s steady calls per item":               1.215,
-	"unknown log-1s zigzag efficiency":                   0.384,
-	"unknown log-1s zigzag calls per item":               1.264,
-	"unknown log-1s rise-x4 efficiency":                  0.688,
-	"unknown log-1s rise-x4 calls per item":              1.065,
+	"unknown log-1s steady calls per item":               1.195,
+	"unknown log-1s zigzag efficiency":                   0.409,
+	"unknown log-1s zigzag calls per item":               1.257,
+	"unknown log-1s rise-x4 efficiency":                  0.721,
+	"unknown log-1s rise-x4 calls per item":              1.060,
 	"unknown log-1s fall-x4 efficiency":                  0.572,
 	"unknown log-1s fall-x4 calls per item":              1.141,
-	"unknown log-1s fall-rise efficiency":                0.715,
-	"unknown log-1s fall-rise calls per item":            1.024,
-	"unknown log-10s steady efficiency":                  0.700,
+	"unknown log-1s fall-rise efficiency":                0.771,
+	"unknown log-1s fall-rise calls per item":            1.022,
+	"unknown log-10s steady efficiency":                  0.736,
 	"unknown log-10s steady 429 share after 10 s":        0.264,
 	"unknown log-10s steady calls per item":              1.370,
 	"unknown log-10s fall-rise efficiency":               0.869,
@@ -696,21 +701,21 @@ var matrixFloors = map[string]float64{
 	"unknown window-1s steady efficiency":                0.459,
 	"unknown window-1s steady 429 share after 10 s":      0.120,
 	"unknown window-1s steady calls per item":            1.165,
-	"unknown window-1s fall-x4 efficiency":               0.796,
+	"unknown window-1s fall-x4 efficiency":               0.882,
 	"unknown window-1s fall-x4 calls per item":           1.119,
 	"unknown window-1s fall-rise efficiency":             0.643,
 	"unknown window-1s fall-rise calls per item":         1.041,
 	"unknown window-1s zigzag efficiency":                0.850,
 	"unknown window-1s zigzag calls per item":            1.133,
 	"unknown window-1s rise-x4 efficiency":               0.678,
-	"unknown window-1s rise-x4 calls per item":           1.030,
+	"unknown window-1s rise-x4 calls per item":           1.029,
 	"unknown window-1s-ietf steady efficiency":           0.840,
 	"unknown window-1s-ietf steady 429 share after 10 s": 0.032,
-	"unknown window-1s-ietf steady calls per item":       1.048,
+	"unknown window-1s-ietf steady calls per item":       1.047,
 	"unknown window-1s-ietf rise-x4 efficiency":          0.740,
 	"unknown window-1s-ietf rise-x4 calls per item":      1.071,
-	"unknown window-1s-ietf fall-x4 efficiency":          0.913,
-	"unknown window-1s-ietf fall-x4 calls per item":      1.052,
+	"unknown window-1s-ietf fall-x4 efficiency":          0.945,
+	"unknown window-1s-ietf fall-x4 calls per item":      1.040,
 	"unknown window-1s-ietf fall-rise efficiency":        0.960,
 	"unknown window-1s-ietf fall-rise calls per item":    1.021,
 	"unknown window-1s-ietf zigzag efficiency":           0.965,

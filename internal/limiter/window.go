@@ -1,0 +1,305 @@
+package limiter
+
+import (
+	"math"
+	"time"
+)
+
+// A provider that counts calls in a sliding window (at most N calls in any
+// W) looks, to the bucket the discovery measures, like a bucket refilled at
+// whatever rate the fleet cruises at: when the fleet has sent at c for a
+// window, its calls leave the window at c, and the headroom is N − c×W.
+// A probe shorter than the window cannot tell the two apart, so the
+// measurement settles at the rate cruised at, however far under N/W. What
+// sets a window apart is that every refusal comes when the last W holds
+// the same N calls, whatever was sent before; a bucket's refusals come when
+// the calls of the last W are what its level W earlier and its refill
+// allow, which differ with what came before. The window reading tests
+// that, for sliding windows and for fixed ones (N in each W from some
+// start), over refusals that came from different loads; since a bucket's
+// may still agree by chance, the discovery tries a window read before it
+// trusts it.
+
+// windowSpans are the windows tried, shortest first: providers state their
+// quotas over round spans (per second, per ten seconds, per minute).
+var windowSpans = [...]time.Duration{time.Second, 2 * time.Second, 5 * time.Second, 10 * time.Second,
+	15 * time.Second, 30 * time.Second, time.Minute}
+
+// windowHorizon is how long the samples and refusals are kept for the
+// window reading: two of the longest window.
+const windowHorizon = 2 * time.Minute
+
+// windowSlack is how far apart the calls counted before refusals may be
+// for the window reading to take them as the same quota: a twentieth of
+// it, as the measure's rate is read within about 5% (fewCalls), and at
+// least a call.
+func windowSlack(quota float64) float64 {
+	return math.Max(1, 0.05*quota)
+}
+
+// refusal is a counted throttle as the window reading keeps it: when, and
+// the fleet-wide accepted count then.
+type refusal struct {
+	at       time.Time
+	accepted int64
+}
+
+// windowLog is the history the window reading needs: the samples of the
+// accepted count and the counted throttles of the last windowHorizon, and
+// the calls the first throttle came after in each span of windowSpans.
+type windowLog struct {
+	samples []sample
+	refused []refusal
+	// origin is the first sample: nothing is counted before it (a
+	// process that joins a busy fleet counts less than the provider
+	// did, which makes it read no window rather than a wrong one).
+	origin sample
+	// first holds, for each span, the calls counted in the span before
+	// the first throttle: the provider's first refusal, most often
+	// after a burst from idle, whose window a window provider had to
+	// fill too.
+	first    [len(windowSpans)]float64
+	firstSet bool
+}
+
+// add records a sample of the fleet-wide accepted count.
+func (w *windowLog) add(s sample) {
+	if n := len(w.samples); n > 0 && (!s.at.After(w.samples[n-1].at) || s.accepted < w.samples[n-1].accepted) {
+		return
+	}
+	if w.origin.at.IsZero() {
+		w.origin = s
+	}
+	w.samples = append(w.samples, s)
+	w.forget(s.at)
+}
+
+// refuse records a counted throttle at at with accepted calls by then.
+func (w *windowLog) refuse(at time.Time, accepted int64) {
+	w.add(sample{at: at, accepted: accepted})
+	x := refusal{at: at, accepted: accepted}
+	w.refused = append(w.refused, x)
+	if !w.firstSet {
+		for i, span := range windowSpans {
+			n, _, _ := w.loads(reading{window: span}, x)
+			w.first[i] = n
+		}
+		w.firstSet = true
+	}
+}
+
+// forget drops what is older than windowHorizon before now, and halves the
+// samples when they exceed maxSamples.
+func (w *windowLog) forget(now time.Time) {
+	cut := 0
+	for cut < len(w.samples)-1 && now.Sub(w.samples[cut].at) > windowHorizon {
+		cut++
+	}
+	if len(w.samples)-cut > maxSamples {
+		cut = len(w.samples) - maxSamples/2
+	}
+	if cut > 0 {
+		w.samples = append(w.samples[:0], w.samples[cut:]...)
+	}
+	cut = 0
+	for cut < len(w.refused) && w.refused[cut].at.Before(w.samples[0].at) {
+		cut++
+	}
+	if cut > 0 {
+		w.refused = append(w.refused[:0], w.refused[cut:]...)
+	}
+}
+
+// countAt is the accepted count at t, interpolated between the samples
+// around it (the calls between two samples spread over their span); ok is
+// false before the first sample.
+func (w *windowLog) countAt(t time.Time) (float64, bool) {
+	n := len(w.samples)
+	if n == 0 {
+		return 0, false
+	}
+	if t.Before(w.samples[0].at) {
+		// Before the origin nothing is counted; before a sample
+		// forgotten, nothing is known.
+		return float64(w.origin.accepted), w.samples[0] == w.origin
+	}
+	// The first sample after t.
+	lo, hi := 0, n
+	for lo < hi {
+		mid := (lo + hi) / 2
+		if w.samples[mid].at.After(t) {
+			hi = mid
+		} else {
+			lo = mid + 1
+		}
+	}
+	if lo == n {
+		return float64(w.samples[n-1].accepted), true
+	}
+	a, b := w.samples[lo-1], w.samples[lo]
+	f := t.Sub(a.at).Seconds() / b.at.Sub(a.at).Seconds()
+	return float64(a.accepted) + f*float64(b.accepted-a.accepted), true
+}
+
+// most is the most calls counted in any span of at most span between two
+// samples from from on.
+func (w *windowLog) most(from time.Time, span time.Duration) float64 {
+	best := 0.0
+	i := 0
+	for j, b := range w.samples {
+		if b.at.Before(from) {
+			i = j + 1
+			continue
+		}
+		for i < j && b.at.Sub(w.samples[i].at) > span {
+			i++
+		}
+		best = math.Max(best, float64(b.accepted-w.samples[i].accepted))
+	}
+	return best
+}
+
+// reading is a window the refusals are consistent with: quota calls in
+// any span of window (sliding), or in each window from phase on (fixed).
+type reading struct {
+	quota  float64
+	window time.Duration
+	fixed  bool
+	phase  time.Time // a fixed window's start
+}
+
+// rate is the window's sustained rate.
+func (r reading) rate() float64 { return r.quota / r.window.Seconds() }
+
+// start is when the window that counts the calls before t began.
+func (r reading) start(t time.Time) time.Time {
+	if !r.fixed {
+		return t.Add(-r.window)
+	}
+	k := t.Sub(r.phase) / r.window
+	if t.Sub(r.phase)%r.window < 0 {
+		k--
+	}
+	return r.phase.Add(k * r.window)
+}
+
+// phaseSteps is how finely a fixed window's start is sought: to a
+// twentieth of the window, as the quota is to a twentieth (windowSlack).
+const phaseSteps = 20
+
+// loads counts the calls of the window before at as r counts them (the
+// load the provider refused at at) and of the window before that (the load
+// the fleet came from); ok is false when the samples do not reach that
+// far.
+func (w *windowLog) loads(r reading, x refusal) (n, came float64, ok bool) {
+	from := r.start(x.at)
+	end, ok1 := w.countAt(from)
+	before, ok2 := w.countAt(from.Add(-r.window))
+	return float64(x.accepted) - end, end - before, ok1 && ok2
+}
+
+// holds reports whether no window of r from from on held more than limit
+// calls.
+func (w *windowLog) holds(r reading, from time.Time, limit float64) bool {
+	if !r.fixed {
+		return w.most(from, r.window) <= limit
+	}
+	last := w.samples[len(w.samples)-1]
+	for b := r.start(from); b.Before(last.at); b = b.Add(r.window) {
+		lo, ok1 := w.countAt(b)
+		hi, ok2 := w.countAt(minTime(b.Add(r.window), last.at))
+		if ok1 && ok2 && hi-lo > limit {
+			return false
+		}
+	}
+	return true
+}
+
+// agreeing is how many refusals a new window is read from: two that
+// agree may be a bucket's whose levels a window earlier happened to match
+// (the more likely as a fixed window's start is sought among phaseSteps);
+// three that agree, from loads that differ, are a window's.
+const agreeing = 3
+
+// agree reports whether the refusals rs are consistent with r (its quota
+// aside), and the quota they read: the window before each held the same
+// calls, the windows before those held counts that differ (the fleet came
+// to them from different loads, so a bucket would have refused after
+// different counts), no window kept held more (the first refusal's
+// neither, though its samples are forgotten), and every other refusal
+// kept, the first one too, came after as many (a window refuses only when
+// full). A bucket's refusals that agree as a window's, after the same
+// cruise and the same pause, are refuted by its first, after a burst from
+// idle: that one held more than a window would, or less. The quota is the lowest
+// count: reading a window too large costs a 429 and a pause, too small a
+// hundredth of the rate or so.
+func (w *windowLog) agree(r reading, rs []refusal, span int) (float64, bool) {
+	lo, hi := math.Inf(1), math.Inf(-1)
+	cameLo, cameHi := math.Inf(1), math.Inf(-1)
+	for _, x := range rs {
+		n, came, ok := w.loads(r, x)
+		if !ok {
+			return 0, false
+		}
+		lo, hi = math.Min(lo, n), math.Max(hi, n)
+		cameLo, cameHi = math.Min(cameLo, came), math.Max(cameHi, came)
+	}
+	least, most := lo-windowSlack(lo), lo+windowSlack(lo)
+	if hi-lo > windowSlack(lo) || cameHi-cameLo <= windowSlack(lo) || !w.holds(r, w.samples[0].at, most) {
+		return 0, false
+	}
+	// The first refusal's span held the quota, and (before a sliding
+	// window's refusal) no more.
+	if w.first[span] < least || !r.fixed && w.first[span] > most {
+		return 0, false
+	}
+	for _, x := range w.refused {
+		if n, _, ok := w.loads(r, x); ok && n < least {
+			return 0, false
+		}
+	}
+	return lo, true
+}
+
+// read returns the window the refusals are consistent with, within
+// windowSlack. While a window is held, the last refusal confirms it
+// when the window before it held the held quota and no window held more.
+// Otherwise it returns the shortest window, sliding or fixed at any start,
+// for which the last agreeing refusals agree (the lowest rate when several
+// do). ok is false when none is.
+func (w *windowLog) read(held reading) (reading, bool) {
+	if len(w.refused) == 0 {
+		return reading{}, false
+	}
+	last := w.refused[len(w.refused)-1]
+	if held.window > 0 {
+		n, _, ok := w.loads(held, last)
+		if ok && math.Abs(n-held.quota) <= windowSlack(held.quota) && w.holds(held, held.start(last.at), held.quota+windowSlack(held.quota)) {
+			return held, true
+		}
+	}
+	if len(w.refused) < agreeing {
+		return reading{}, false
+	}
+	rs := w.refused[len(w.refused)-agreeing:]
+	for i, span := range windowSpans {
+		if _, ok := w.countAt(rs[0].at.Add(-2 * span)); !ok {
+			break
+		}
+		best, found := reading{}, false
+		try := func(r reading) {
+			if quota, ok := w.agree(r, rs, i); ok && (!found || quota < best.quota) {
+				r.quota = quota
+				best, found = r, true
+			}
+		}
+		try(reading{window: span})
+		for g := 1; g <= phaseSteps; g++ {
+			try(reading{window: span, fixed: true, phase: last.at.Add(-span * time.Duration(g) / phaseSteps)})
+		}
+		if found {
+			return best, true
+		}
+	}
+	return reading{}, false
+}

@@ -1,0 +1,180 @@
+package limiter
+
+import (
+	"math"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/reconcile/reconcile/internal/providersim"
+)
+
+// feedWindowLog sends calls to a provider meter as the discovery's cycle
+// does (three times the rate, the limit set, until the second 429; then
+// after each 2 s pause a cruise at the given share of the rate for 5 s and
+// a probe ramping up from it until a 429), samples the accepted count every
+// 100 ms and records each 429 in a windowLog, as throttled does, until the
+// refused-th.
+func feedWindowLog(t *testing.T, alg providersim.Algorithm, rate float64, burst int, window time.Duration, cruise float64, refused int) *windowLog {
+	t.Helper()
+	m, err := providersim.NewMeter(alg, providersim.Schedule{{At: 0, Rate: rate}}, burst, window)
+	if err != nil {
+		t.Fatal(err)
+	}
+	w := &windowLog{}
+	var accepted int64
+	next := time.Duration(0) // next sample
+	sample := func(d time.Duration) {
+		for ; next <= d; next += 100 * time.Millisecond {
+			w.add(sample{at: t0.Add(next), accepted: accepted})
+		}
+	}
+	at, from := time.Duration(0), time.Duration(0) // now; when the phase began
+	pace := func(r float64) time.Duration { return time.Duration(float64(time.Second) / r) }
+	for refusals := 0; refusals < refused && at < time.Minute; {
+		sample(at)
+		var r float64
+		switch since := (at - from).Seconds(); {
+		case refusals < trustedRefusals:
+			r = 3 * rate
+		case since < 5:
+			r = cruise * rate
+		default: // the probe: a fifth of the rate more each second
+			r = rate * (cruise + 0.2*(since-5) + 0.02)
+		}
+		ok, _, _ := m.Take(at)
+		if !ok {
+			w.refuse(t0.Add(at), accepted)
+			refusals++
+			at += 2 * time.Second
+			sample(at)
+			from = at
+			continue
+		}
+		accepted++
+		at += pace(r)
+	}
+	return w
+}
+
+func TestWindowReadFindsWindows(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name string
+		alg  providersim.Algorithm
+		want reading
+	}{
+		{"sliding log of a second", providersim.SlidingLog, reading{quota: 200, window: time.Second}},
+		{"sliding log of two seconds", providersim.SlidingLog, reading{quota: 400, window: 2 * time.Second}},
+		{"fixed window of a second", providersim.FixedWindow, reading{quota: 200, window: time.Second, fixed: true}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			// Cruising at 40% of the rate, where the bucket's measure
+			// of a window settles, and read at the first probe's 429
+			// as the discovery does (the two before it are the limit
+			// set's).
+			w := feedWindowLog(t, tc.alg, 200, 0, tc.want.window, 0.4, agreeing)
+			got, ok := w.read(reading{})
+			if !ok {
+				t.Fatalf("read no window; refusals %v", w.refused)
+			}
+			if got.window != tc.want.window || got.fixed != tc.want.fixed || math.Abs(got.quota-tc.want.quota) > windowSlack(tc.want.quota) {
+				t.Fatalf("read %g calls in %v (fixed %v), want %g in %v (fixed %v)", got.quota, got.window, got.fixed,
+					tc.want.quota, tc.want.window, tc.want.fixed)
+			}
+			// The probes' refusals after it confirm it.
+			w = feedWindowLog(t, tc.alg, 200, 0, tc.want.window, 0.4, agreeing+2)
+			if again, ok := w.read(got); !ok || again != got {
+				t.Fatalf("the window read is not confirmed by the next refusals: %+v %v", again, ok)
+			}
+		})
+	}
+}
+
+func TestWindowReadNeedsRefusalsFromDifferentLoads(t *testing.T) {
+	t.Parallel()
+	// Three refusals each after the same 150 calls in the last second,
+	// each after the same cruise: a bucket's refusals look like that
+	// too, and nothing tells them apart.
+	w := &windowLog{}
+	var accepted int64
+	for s := range 40 {
+		at := t0.Add(time.Duration(s) * 100 * time.Millisecond)
+		if s%10 == 9 {
+			accepted += 60
+			w.refuse(at, accepted)
+			continue
+		}
+		accepted += 10
+		w.add(sample{at: at, accepted: accepted})
+	}
+	if r, ok := w.read(reading{}); ok {
+		t.Fatalf("read %g calls in %v from refusals that came from the same load", r.quota, r.window)
+	}
+}
+
+func TestWindowStart(t *testing.T) {
+	t.Parallel()
+	r := reading{window: time.Second, fixed: true, phase: t0.Add(300 * time.Millisecond)}
+	for _, tc := range []struct{ at, want time.Duration }{
+		{2500 * time.Millisecond, 2300 * time.Millisecond},
+		{2300 * time.Millisecond, 2300 * time.Millisecond},
+		{200 * time.Millisecond, -700 * time.Millisecond},
+	} {
+		if got := r.start(t0.Add(tc.at)); !got.Equal(t0.Add(tc.want)) {
+			t.Errorf("start(%v) = %v, want %v", tc.at, got.Sub(t0), tc.want)
+		}
+	}
+	sliding := reading{window: time.Second}
+	if got := sliding.start(t0.Add(2500 * time.Millisecond)); !got.Equal(t0.Add(1500 * time.Millisecond)) {
+		t.Errorf("sliding start = %v, want 1.5s", got.Sub(t0))
+	}
+}
+
+// TestDiscoveryReadsWindows runs the nights the bucket's measure did
+// worst on, windows of a second with a 2 s Retry-After: it settled at the
+// rate the fleet cruised at (40% of a sliding log's, 53% of a fixed
+// window's), the headroom of a window looking like a bucket's.
+func TestDiscoveryReadsWindows(t *testing.T) {
+	t.Parallel()
+	for _, name := range []string{"log-1s", "window-1s"} {
+		shape := shapeNamed(name)
+		c := matrixCell{family: familyUnknown, shape: shape, rate: 200, ra: matrixRetryAfter[1], procs: 1, pattern: matrixPatterns[0]}
+		r := simulateNight(c.spec())
+		read := false
+		for _, ch := range r.changes {
+			read = read || strings.Contains(ch.detail, "window of 1s")
+		}
+		if e := r.efficiency(); e < 0.8 || !read {
+			t.Errorf("%s: efficiency %.1f%%, window read %v; want >= 80%% and read\n%s", c, 100*e, read, formatChanges(r.changes))
+		}
+	}
+}
+
+// TestDiscoveryTakesBucketsForBuckets runs nights against buckets of every
+// size the matrix has, at a low and a high rate: none may be read as a
+// window of a higher rate, whose trial would cost a 429 and a pause. (A
+// bucket of a second at 5/s refuses as a fixed window of 5 calls a second
+// does, and may be read as one, at its rate.)
+func TestDiscoveryTakesBucketsForBuckets(t *testing.T) {
+	t.Parallel()
+	for _, name := range []string{"bucket-1call", "bucket-0.1s", "bucket-1s", "bucket-5s", "leaky-20s"} {
+		for _, rate := range []float64{5, 200} {
+			for _, ra := range matrixRetryAfter {
+				for _, latency := range matrixLatencies {
+					for _, procs := range []int{1, 4} {
+						c := matrixCell{family: familyUnknown, shape: shapeNamed(name), rate: rate, ra: ra, latency: latency,
+							procs: procs, pattern: matrixPatterns[0]}
+						r := simulateNight(c.spec())
+						for _, ch := range r.changes {
+							if strings.Contains(ch.detail, "window of") && ch.estimate > 1.05*rate {
+								t.Errorf("%s: read as a window at %v: %s", c, ch.at.Sub(t0), ch.detail)
+							}
+						}
+					}
+				}
+			}
+		}
+	}
+}
