@@ -320,6 +320,13 @@ func (d *discovery) throttled(at time.Time, accepted, own int64, resume time.Tim
 		d.record(at, causeThrottle, d.estimate*cruiseShare, fmt.Sprintf(
 			"the provider refused the limit set twice, on too few calls (%d) to measure it: the rate halves until the next 429 measures the provider",
 			accepted-d.last.accepted))
+	case prev == phaseCruise && !d.guess && at.Before(d.trialFrom):
+		// The trial starts after the first window after the pause,
+		// which holds the calls released when the pause ended, set
+		// before the window was read: keep the window read.
+		d.record(at, causeThrottle, d.estimate*cruiseShare, fmt.Sprintf(
+			"429 in the first window after the pause, before the trial of the window's %s: the calls released at its end were set before it was read",
+			human.Rate(d.estimate)))
 	case prev == phaseCruise && !d.guess && at.Before(d.trialUntil):
 		// The window read is refuted: the provider is a bucket
 		// whose calls before three 429s happened to agree.
