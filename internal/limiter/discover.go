@@ -355,9 +355,7 @@ func (d *discovery) throttled(at time.Time, accepted, own int64, resume time.Tim
 		// then, and a window's pause costs more (kept). A window
 		// held and confirmed is kept while the bucket says no more.
 		says := cruiseShare*r.rate() > (1+heldWithin)*m || r == held && r.rate() >= m
-		// Nor while watching for a comeback: a trial would hold
-		// back the probes that find it.
-		if read && ok && says && !d.rough(at, accepted) && !at.Before(d.refutedUntil) && !d.comingBack(at) {
+		if read && ok && says && !d.rough(at, accepted) && !at.Before(d.refutedUntil) {
 			if r != held && r.rate() > (1+heldWithin)*d.estimate {
 				// A new reading: on trial until the fleet has
 				// cruised at it for two windows, and for as long
