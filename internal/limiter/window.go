@@ -2,6 +2,7 @@ package limiter
 
 import (
 	"math"
+	"sort"
 	"time"
 )
 
@@ -74,9 +75,9 @@ func (w *windowLog) add(s sample) {
 	w.forget(s.at)
 }
 
-// refuse records a counted throttle at at with accepted calls by then.
+// refuse records a counted throttle at at with accepted calls by then,
+// whose sample add has taken (the discovery observes a throttle first).
 func (w *windowLog) refuse(at time.Time, accepted int64) {
-	w.add(sample{at: at, accepted: accepted})
 	x := refusal{at: at, accepted: accepted}
 	w.refused = append(w.refused, x)
 	if !w.firstSet {
@@ -123,16 +124,7 @@ func (w *windowLog) countAt(t time.Time) (float64, bool) {
 		// forgotten, nothing is known.
 		return float64(w.origin.accepted), w.samples[0] == w.origin
 	}
-	// The first sample after t.
-	lo, hi := 0, n
-	for lo < hi {
-		mid := (lo + hi) / 2
-		if w.samples[mid].at.After(t) {
-			hi = mid
-		} else {
-			lo = mid + 1
-		}
-	}
+	lo := sort.Search(n, func(i int) bool { return w.samples[i].at.After(t) }) // the first sample after t
 	if lo == n {
 		return float64(w.samples[n-1].accepted), true
 	}

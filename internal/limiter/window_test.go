@@ -24,7 +24,7 @@ func feedWindowLog(t *testing.T, alg providersim.Algorithm, rate float64, burst 
 	w := &windowLog{}
 	var accepted int64
 	next := time.Duration(0) // next sample
-	sample := func(d time.Duration) {
+	sampleTo := func(d time.Duration) {
 		for ; next <= d; next += 100 * time.Millisecond {
 			w.add(sample{at: t0.Add(next), accepted: accepted})
 		}
@@ -32,7 +32,7 @@ func feedWindowLog(t *testing.T, alg providersim.Algorithm, rate float64, burst 
 	at, from := time.Duration(0), time.Duration(0) // now; when the phase began
 	pace := func(r float64) time.Duration { return time.Duration(float64(time.Second) / r) }
 	for refusals := 0; refusals < refused && at < time.Minute; {
-		sample(at)
+		sampleTo(at)
 		var r float64
 		switch since := (at - from).Seconds(); {
 		case refusals < trustedRefusals:
@@ -44,10 +44,11 @@ func feedWindowLog(t *testing.T, alg providersim.Algorithm, rate float64, burst 
 		}
 		ok, _, _ := m.Take(at)
 		if !ok {
+			w.add(sample{at: t0.Add(at), accepted: accepted})
 			w.refuse(t0.Add(at), accepted)
 			refusals++
 			at += 2 * time.Second
-			sample(at)
+			sampleTo(at)
 			from = at
 			continue
 		}
@@ -101,13 +102,14 @@ func TestWindowReadNeedsRefusalsFromDifferentLoads(t *testing.T) {
 	var accepted int64
 	for s := range 40 {
 		at := t0.Add(time.Duration(s) * 100 * time.Millisecond)
-		if s%10 == 9 {
-			accepted += 60
-			w.refuse(at, accepted)
-			continue
-		}
 		accepted += 10
+		if s%10 == 9 {
+			accepted += 50
+		}
 		w.add(sample{at: at, accepted: accepted})
+		if s%10 == 9 {
+			w.refuse(at, accepted)
+		}
 	}
 	if r, ok := w.read(reading{}); ok {
 		t.Fatalf("read %g calls in %v from refusals that came from the same load", r.quota, r.window)
