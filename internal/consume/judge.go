@@ -111,8 +111,9 @@ func decisionInput(j job, resp provider.Response, err error, now time.Time) deci
 	}
 }
 
-// observe feeds l's limiter and the counters with a call's result.
-func (c *Consumer) observe(l *lane, resp provider.Response, err error, now time.Time) {
+// observe feeds l's limiter and the counters with the result of a call sent
+// at sent.
+func (c *Consumer) observe(l *lane, resp provider.Response, err error, sent time.Time) {
 	c.stats.calls.Add(1)
 	class := 0
 	if err == nil || resp.Status != 0 {
@@ -122,10 +123,10 @@ func (c *Consumer) observe(l *lane, resp provider.Response, err error, now time.
 	if resp.Status == 429 {
 		c.stats.throttles.Add(1)
 	} else if resp.Status != 0 {
-		l.Limiter.Succeeded()
+		l.Limiter.Succeeded(c.cfg.Now().Sub(sent))
 	}
 	if resp.Header != nil {
-		l.Limiter.Observe(limiter.ParseHints(resp.Header, now))
+		l.Limiter.Observe(limiter.ParseHints(resp.Header, sent))
 	}
 }
 

@@ -129,8 +129,10 @@ type sample struct {
 // discovery finds the provider's rate limit by measuring it, as a pure state
 // machine: its inputs are the time, the fleet-wide count of accepted calls
 // (from the row), the throttles that lower the rate (from the row, so every
-// process sees the same ones) and header hints; its output is the rate to
-// send at and the tokens the provider refilled during a pause.
+// process sees the same ones), header hints and how long the answers take
+// (the counts are dated by when their calls were sent: sentBy); its output
+// is the rate to send at and the tokens the provider refilled during a
+// pause.
 //
 // Between two 429s the provider's bucket is empty at both ends, so the
 // provider's rate R is the smallest rate at which a token bucket of the
@@ -224,6 +226,12 @@ type discovery struct {
 	fallback     float64
 	refutedUntil time.Time
 
+	// latency is how long the answers take; dated, the latency the
+	// samples are dated by (see sentBy), is its value at the last
+	// counted throttle.
+	latency latencies
+	dated   time.Duration
+
 	fellFrom float64   // the estimate before the limit last fell
 	fellAt   time.Time // when
 
@@ -241,12 +249,49 @@ func newDiscovery(decrease float64, window time.Duration) *discovery {
 // this process has reported (own) and the configured rate.
 func (d *discovery) observe(now time.Time, accepted, own int64, ceiling float64) {
 	d.ceiling = ceiling
-	s := sample{at: now, accepted: accepted, own: own}
 	if !d.originSet {
-		d.coldFrom, d.originSet = s, true
+		// No call was sent before the process started: the count held
+		// then, not only the latency before.
+		d.coldFrom, d.originSet = sample{at: now, accepted: accepted, own: own}, true
 	}
-	d.win.add(s)
-	if n := len(d.samples); n > 0 && (!now.After(d.samples[n-1].at) || accepted < d.samples[n-1].accepted) {
+	d.count(now, accepted, own)
+}
+
+// answered records an answer to one of this process's calls that took
+// took.
+func (d *discovery) answered(took time.Duration) {
+	d.latency.add(took)
+}
+
+// sentBy is when the calls counted at t were sent: t less the latency of
+// the answers, which the count waits for. The provider took them then.
+func (d *discovery) sentBy(t time.Time) time.Time {
+	return t.Add(-d.dated)
+}
+
+// redate dates the samples of the span since the last 429 by latency from
+// now on: those kept move back by the difference, so that every sample of
+// a span between two 429s is dated alike (a latency learned in the middle
+// of one would put the calls counted before it later than those after,
+// and read the difference as a burst).
+func (d *discovery) redate(latency time.Duration) {
+	by := latency - d.dated
+	for i := range d.samples {
+		d.samples[i].at = d.samples[i].at.Add(-by)
+	}
+	d.last.at = d.last.at.Add(-by)
+	d.dated = latency
+}
+
+// count records the fleet-wide count of accepted calls at now (own, this
+// process's). The window reading's log dates it by the latency known now:
+// it spans many 429s, and only the counts about each refusal matter, which
+// the latency of their time dates best. The span measured since the last
+// 429 dates it by sentBy.
+func (d *discovery) count(now time.Time, accepted, own int64) {
+	d.win.add(sample{at: now.Add(-d.latency.get()), accepted: accepted, own: own})
+	s := sample{at: d.sentBy(now), accepted: accepted, own: own}
+	if n := len(d.samples); n > 0 && (!s.at.After(d.samples[n-1].at) || accepted < d.samples[n-1].accepted) {
 		return
 	}
 	if d.phase == phaseCold {
@@ -261,7 +306,7 @@ func (d *discovery) observe(now time.Time, accepted, own int64, ceiling float64)
 				// this span: the later ones are not read yet).
 				d.probeLevel = math.Min(d.probeLevel, d.burst+math.Min(others(prev, s), d.estimate*d.lag.Seconds()))
 			}
-			d.probeLevel += d.estimate*now.Sub(prev.at).Seconds() - float64(accepted-prev.accepted)
+			d.probeLevel += d.estimate*s.at.Sub(prev.at).Seconds() - float64(accepted-prev.accepted)
 		}
 	}
 	if len(d.samples) >= maxSamples {
@@ -286,7 +331,13 @@ func (d *discovery) hinted(now time.Time, rate float64) {
 func (d *discovery) throttled(at time.Time, accepted, own int64, resume time.Time, refusals int) {
 	prev := d.phase
 	d.fromStored = false
-	d.observe(at, accepted, own, d.ceiling)
+	// The fleet pauses from the 429's answer: what a probe costs. The
+	// provider refused the call a latency before, and the calls counted
+	// by the answer were sent by then too.
+	pause := resume.Sub(at)
+	d.redate(d.latency.get())
+	d.count(at, accepted, own)
+	at = d.sentBy(at)
 	d.win.refuse(at, accepted)
 	switch {
 	case prev == phaseCold && refusals < trustedRefusals:
@@ -377,17 +428,17 @@ func (d *discovery) throttled(at time.Time, accepted, own int64, resume time.Tim
 				"a 429 too soon after the last one to measure the provider: the rate halves until the next one measures it")
 		case !d.guess && math.Abs(m-d.estimate) <= heldWithin*d.estimate:
 			d.estimate = math.Max(d.estimate, m)
-			longest := d.longestPeriod(resume.Sub(at))
+			longest := d.longestPeriod(pause)
 			// After a quick re-measurement the doubling resumes from
 			// firstProbe; when a probe costs part of a pause, from
 			// twice that.
 			shortest := firstProbe
-			if d.costly(resume.Sub(at)) {
+			if d.costly(pause) {
 				shortest = 2 * firstProbe
 			}
 			d.period = min(max(2*d.period, shortest), longest)
 			if d.comingBack(at) {
-				d.period = d.comebackPeriod(resume.Sub(at))
+				d.period = d.comebackPeriod(pause)
 			}
 			d.record(at, causeProbe, d.estimate*cruiseShare, fmt.Sprintf("probe found the limit unchanged at %s; next probe %s after the pause",
 				human.Rate(m), human.Duration(d.period)))
@@ -402,8 +453,8 @@ func (d *discovery) throttled(at time.Time, accepted, own int64, resume time.Tim
 				d.learnBurst(at)
 			}
 			d.period = firstProbe
-			longest := d.longestPeriod(resume.Sub(at))
-			cheap := !d.costly(resume.Sub(at))
+			longest := d.longestPeriod(pause)
+			cheap := !d.costly(pause)
 			if startUp && cheap && accepted-d.last.accepted >= 2*fewCalls {
 				// The first measurement, on enough calls to be
 				// close, while a probe costs only its 429s: no
@@ -415,7 +466,7 @@ func (d *discovery) throttled(at time.Time, accepted, own int64, resume time.Tim
 				d.period = min(2*firstProbe, longest)
 			}
 			if d.comingBack(at) {
-				d.period = d.comebackPeriod(resume.Sub(at))
+				d.period = d.comebackPeriod(pause)
 			}
 			if prev == phaseSurge && cheap {
 				// The span measured began under the old limit, so
@@ -611,9 +662,9 @@ func others(a, b sample) float64 {
 // with their next lease, at most a lease window after the call's answer, so
 // a call that reaches the row at t was answered after t - lag: those are
 // the calls that may have been accepted before the sample and are missing
-// from its count. (A call's own latency makes it later still; the limiter
-// does not know it, so lag leaves it out.) This process's own calls, and
-// every call of a fleet of one, are counted where they fall.
+// from its count. (A call's latency makes it later still: the samples are
+// dated by sentBy, which takes it off every one alike.) This process's own
+// calls, and every call of a fleet of one, are counted where they fall.
 func (d *discovery) lateCalls() []float64 {
 	late := make([]float64, len(d.samples))
 	for i, a := range d.samples {

@@ -3,6 +3,7 @@ package limiter
 import (
 	"fmt"
 	"math"
+	"os"
 	"time"
 
 	"github.com/reconcile/reconcile/internal/providersim"
@@ -445,14 +446,9 @@ func (n *night) answer(a nightAnswer) {
 //
 //go:norace
 func (n *night) arrived(p *nightProc, clock time.Duration) {
-	k := 0
 	for p.head < len(p.inflight) && p.inflight[p.head] <= clock {
 		p.head++
-		k++
-	}
-	if k > 0 {
-		p.l.local.pending.success = true
-		p.l.local.pending.accepted += int64(k)
+		p.l.Succeeded(n.sp.latency + n.sp.jitter)
 	}
 	if p.head > 4096 && p.head > len(p.inflight)/2 {
 		p.inflight = append(p.inflight[:0], p.inflight[p.head:]...)
@@ -532,6 +528,11 @@ func (n *night) keepChanges(who int) {
 		return
 	}
 	c := d.takeChanges()
+	if os.Getenv("ALLP") != "" {
+		for _, x := range c {
+			fmt.Fprintf(os.Stderr, "p%d %6.2f %-8s rate %7.1f est %7.1f burst %6.1f %s\n", who, n.off(x.at).Seconds(), x.cause, x.rate, x.estimate, x.burst, x.detail)
+		}
+	}
 	if who == 0 && len(n.res.changes) < 4096 {
 		n.res.changes = append(n.res.changes, c...)
 	}

@@ -73,11 +73,16 @@ func (l *Shared) Throttled(ctx context.Context, retryAfter time.Duration, kind T
 	return nil
 }
 
-// Succeeded reports an answer that was not a throttle. It feeds the
-// additive increase, applied with the next lease.
-func (l *Shared) Succeeded() {
+// Succeeded reports an answer that was not a throttle, which took took from
+// the call's send. It feeds the additive increase, applied with the next
+// lease, and the discovery's dating of the accepted calls: the provider
+// counted them when they were sent, the fleet when they were answered.
+func (l *Shared) Succeeded(took time.Duration) {
 	l.mu.Lock()
 	l.local.succeeded()
+	if l.disc != nil {
+		l.disc.answered(took)
+	}
 	l.mu.Unlock()
 }
 

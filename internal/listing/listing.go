@@ -220,7 +220,7 @@ func (l *Lister) fetch(ctx context.Context, runID uuid.UUID, ls lease, res *Resu
 		case errors.Is(err, provider.ErrNoList):
 			return err
 		case err == nil && resp.Status >= 200 && resp.Status < 300:
-			l.Limiter.Succeeded()
+			l.Limiter.Succeeded(time.Since(sent))
 			next, err := l.store(ctx, runID, ls, page, calls, res)
 			if errors.Is(err, errLeaseLost) {
 				logger.Warn("listing lease lost; another consumer continues from the stored cursor")
