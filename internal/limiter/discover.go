@@ -129,10 +129,10 @@ type sample struct {
 // discovery finds the provider's rate limit by measuring it, as a pure state
 // machine: its inputs are the time, the fleet-wide count of accepted calls
 // (from the row), the throttles that lower the rate (from the row, so every
-// process sees the same ones), header hints and how long the answers take
-// (the counts are dated by when their calls were sent: sentBy); its output
-// is the rate to send at and the tokens the provider refilled during a
-// pause.
+// process sees the same ones), the rate the fleet is sent at, header hints
+// and how long the answers take (the counts are dated by when their calls
+// were sent: sentBy); its output is the rate to send at and the tokens the
+// provider refilled during a pause.
 //
 // Between two 429s the provider's bucket is empty at both ends, so the
 // provider's rate R is the smallest rate at which a token bucket of the
@@ -231,6 +231,8 @@ type discovery struct {
 	// counted throttle.
 	latency latencies
 	dated   time.Duration
+	// fleetRate is the rate the fleet was sent at when last observed.
+	fleetRate float64
 
 	fellFrom float64   // the estimate before the limit last fell
 	fellAt   time.Time // when
@@ -246,9 +248,10 @@ func newDiscovery(decrease float64, window time.Duration) *discovery {
 }
 
 // observe records the fleet-wide count of accepted calls at now, the calls
-// this process has reported (own) and the configured rate.
-func (d *discovery) observe(now time.Time, accepted, own int64, ceiling float64) {
-	d.ceiling = ceiling
+// this process has reported (own), the configured rate and the rate the
+// fleet is sent at (the row's effective rate; 0 unknown).
+func (d *discovery) observe(now time.Time, accepted, own int64, ceiling, fleetRate float64) {
+	d.ceiling, d.fleetRate = ceiling, fleetRate
 	if !d.originSet {
 		// No call was sent before the process started: the count held
 		// then, not only the latency before.
@@ -339,6 +342,14 @@ func (d *discovery) throttled(at time.Time, accepted, own int64, resume time.Tim
 	d.count(at, accepted, own)
 	at = d.sentBy(at)
 	d.win.refuse(at, accepted)
+	if prev == phaseCruise && d.fleetRate > (1+probeStart/2)*d.estimate && !d.hintFresh(at) {
+		// The fleet was sent above this process's estimate, past the
+		// first step of a probe, and not by the provider's headers: the
+		// process leading the fleet (see Shared.steer) was probing while
+		// this one cruised, and this is the probe's 429. Estimates of
+		// one fleet differ by much less than the step.
+		prev = phaseProbe
+	}
 	switch {
 	case prev == phaseCold && refusals < trustedRefusals:
 		// The limit set is trusted: keep it, and measure the provider

@@ -106,7 +106,7 @@ func simulate(c simConfig) simResult {
 		settle(now)
 		at := t0.Add(now)
 		if now-leased >= 50*time.Millisecond {
-			d.observe(at, accepted, accepted, c.ceiling)
+			d.observe(at, accepted, accepted, c.ceiling, 0)
 			leased = now
 		}
 		rate := c.ceiling
@@ -422,7 +422,7 @@ func TestDiscoveryFirstProbeAfterStartUp(t *testing.T) {
 func TestDiscoveryFirstThrottleAfterFewCalls(t *testing.T) {
 	t.Parallel()
 	d := newDiscovery(DefaultDecrease, DefaultLeaseWindow)
-	d.observe(t0, 0, 0, 100)
+	d.observe(t0, 0, 0, 100, 0)
 	at := t0.Add(500 * time.Millisecond)
 	d.throttled(at, 1, 1, at.Add(700*time.Millisecond), trustedRefusals)
 	if got, want := d.estimate, 100*DefaultDecrease; got != want {
@@ -441,7 +441,7 @@ func TestDiscoveryFirstThrottleAfterFewCalls(t *testing.T) {
 func TestDiscoveryMeasuresThroughLateReports(t *testing.T) {
 	t.Parallel()
 	d := newDiscovery(DefaultDecrease, DefaultLeaseWindow)
-	d.observe(t0, 0, 0, 600)
+	d.observe(t0, 0, 0, 600, 0)
 	d.phase, d.estimate, d.burst, d.guess = phaseCruise, 200, 1, false
 	d.last = sample{at: t0}
 	d.samples = append(d.samples[:0], d.last)
@@ -454,7 +454,7 @@ func TestDiscoveryMeasuresThroughLateReports(t *testing.T) {
 		if i%5 == 1 {
 			others += 10 // the other's lease, 10 ms into this span
 		}
-		d.observe(at, own+others, own, 600)
+		d.observe(at, own+others, own, 600, 0)
 	}
 	got, ok := d.measure(at)
 	if !ok || math.Abs(got-200) > 0.1*200 {
@@ -497,6 +497,42 @@ func TestProbesCostTheirShareOverAnHour(t *testing.T) {
 					t.Errorf("%s: probes cost %.2f%% of the calls, 429 share %.2f%%; want both <= 1%%", c, 100*cost, 100*share)
 				}
 			}
+		}
+	}
+}
+
+// TestDiscoveryTakesTheLeadersProbe cruises a process at an estimate of
+// 100/s while the fleet, steered by the process that counted the last 429,
+// is sent at fleet: a 429 then is that process's probe's when the fleet was
+// sent past the probe's first step above this process's estimate, and
+// measures (what the fleet was sent at); a 429 with the fleet under the
+// estimate means the limit fell, and the rate halves.
+// Taken for a fall, a probe's 429 halved the rate of the processes whose own
+// probe was not due, and the fleet's processes then took turns halving and
+// probing.
+func TestDiscoveryTakesTheLeadersProbe(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		fleet float64
+		fell  bool
+	}{
+		{fleet: 105, fell: false},
+		{fleet: 99, fell: true},
+	} {
+		d := newDiscovery(DefaultDecrease, DefaultLeaseWindow)
+		d.observe(t0, 0, 0, 300, 0)
+		d.startFrom(t0, 0, 0, 100, 10, 300)
+		var accepted int64
+		at := t0
+		for i := 1; i <= 20; i++ {
+			at = t0.Add(time.Duration(i) * 50 * time.Millisecond)
+			accepted = int64(float64(i) * 0.05 * tc.fleet)
+			d.observe(at, accepted, 0, 300, tc.fleet)
+		}
+		d.throttled(at, accepted, 0, at.Add(time.Second), trustedRefusals)
+		fell := strings.Contains(formatChanges(d.takeChanges()), "the limit fell")
+		if fell != tc.fell || fell && d.estimate > 60 || !fell && d.estimate < 80 {
+			t.Errorf("fleet at %v/s over an estimate of 100/s: estimate %.1f/s, fell %v; want fell %v", tc.fleet, d.estimate, fell, tc.fell)
 		}
 	}
 }

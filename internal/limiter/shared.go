@@ -233,7 +233,7 @@ func (l *Shared) apply(r rowState, now time.Time) {
 			// own time: that process leads.
 			l.follows = !r.ThrottledAt.Equal(r.Now)
 		}
-		l.disc.observe(r.Now, r.Accepted, l.local.reported, r.Rate)
+		l.disc.observe(r.Now, r.Accepted, l.local.reported, r.Rate, r.EffectiveRate)
 	}
 	l.snap.Rate, l.snap.Burst, l.snap.EffectiveRate, l.snap.Throttles = r.Rate, r.Burst, r.EffectiveRate, r.Throttles
 	l.snap.Accepted = r.Accepted
