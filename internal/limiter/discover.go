@@ -188,6 +188,9 @@ type discovery struct {
 
 	originSet bool // the cold start's first sample is known
 	coldFrom  sample
+	// idleUntil is the last time the fleet's count was still coldFrom's:
+	// nothing sent before it, less the latency, was accepted.
+	idleUntil time.Time
 	coldTo    sample  // the first throttle: calls accepted from coldFrom
 	coldHeld  bool    // the configured rate held for heldFor before it: the limit fell
 	coldSent  float64 // the rate the calls were accepted at before it
@@ -256,6 +259,9 @@ func (d *discovery) observe(now time.Time, accepted, own int64, ceiling, fleetRa
 		// No call was sent before the process started: the count held
 		// then, not only the latency before.
 		d.coldFrom, d.originSet = sample{at: now, accepted: accepted, own: own}, true
+	}
+	if d.phase == phaseCold && accepted == d.coldFrom.accepted {
+		d.idleUntil = now
 	}
 	d.count(now, accepted, own)
 }
@@ -546,10 +552,17 @@ func (d *discovery) stored() (estimate, burst float64) {
 }
 
 // cold records the first counted throttle at at, with accepted calls
-// accepted fleet-wide by then: the end of the start-up span, the rate the
-// calls were accepted at, and whether the limit held for heldFor before it
-// (then it fell).
+// accepted fleet-wide by then: the start-up span (from the fleet's first
+// accepted call), the rate the calls were accepted at, and whether the
+// limit held for heldFor before it (then it fell).
 func (d *discovery) cold(at time.Time, accepted int64) {
+	// The span starts when the fleet started sending: a process that
+	// opened the limiter a while before its first call would otherwise
+	// count the idle time in the span, and learn a bucket too small and
+	// a rate too low.
+	if from := d.sentBy(d.idleUntil); from.After(d.coldFrom.at) && from.Before(at) {
+		d.coldFrom.at = from
+	}
 	d.coldTo = sample{at: at, accepted: accepted}
 	// Fewer than fewCalls accepted say how busy this fleet was, not what
 	// the provider allows: a fleet that had barely called would otherwise

@@ -536,3 +536,29 @@ func TestDiscoveryTakesTheLeadersProbe(t *testing.T) {
 		}
 	}
 }
+
+// TestDiscoveryStartsAtTheFirstCall runs a fleet whose processes open the
+// limiter 80 ms before their first call against a bucket of 20 refilled at
+// 200/s: the start-up span, whose calls give the provider's bucket, starts
+// when the fleet's first accepted call was sent. Counted from the first
+// read of the row, the 80 ms idle took the bucket learned down to one
+// call, the rate measured next was 525/s, and the night ran at 50%.
+func TestDiscoveryStartsAtTheFirstCall(t *testing.T) {
+	t.Parallel()
+	c := matrixCell{family: familyUnknown, shape: shapeNamed("bucket-0.1s"), rate: 200, ra: matrixRetryAfter[0],
+		procs: 4, pattern: matrixPatterns[0], phase: 4}
+	r := simulateNight(c.spec())
+	var first *change
+	for i, ch := range r.changes {
+		if ch.cause == causeEstimate && strings.HasPrefix(ch.detail, "measured") {
+			first = &r.changes[i]
+			break
+		}
+	}
+	if first == nil || first.burst < 15 || first.burst > 25 {
+		t.Errorf("%s: first measure %+v, want a bucket of about 20\n%s", c, first, formatChanges(r.changes))
+	}
+	if e := r.efficiency(); e < 0.8 {
+		t.Errorf("%s: efficiency %.1f%%, want >= 80%%\n%s", c, 100*e, formatChanges(r.changes))
+	}
+}

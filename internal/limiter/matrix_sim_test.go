@@ -438,17 +438,19 @@ func (n *night) answer(a nightAnswer) {
 		return
 	}
 	n.arrived(p, a.at)
+	p.l.Answered(n.sp.latency + n.sp.jitter)
 	n.throttle(a.proc, a.pause)
 }
 
-// arrived reports the accepted answers back by clock, as Succeeded does for
-// each.
+// arrived reports the accepted answers back by clock, as Answered and
+// Succeeded do for each.
 //
 //go:norace
 func (n *night) arrived(p *nightProc, clock time.Duration) {
 	for p.head < len(p.inflight) && p.inflight[p.head] <= clock {
 		p.head++
-		p.l.Succeeded(n.sp.latency + n.sp.jitter)
+		p.l.Answered(n.sp.latency + n.sp.jitter)
+		p.l.Succeeded()
 	}
 	if p.head > 4096 && p.head > len(p.inflight)/2 {
 		p.inflight = append(p.inflight[:0], p.inflight[p.head:]...)

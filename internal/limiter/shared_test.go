@@ -232,7 +232,7 @@ func TestSharedAIMD(t *testing.T) {
 	// Sustained success: +5/s (5% of the ceiling per second), up to 100.
 	for i := range 25 {
 		clock.Advance(time.Second)
-		l.Succeeded(0)
+		l.Succeeded()
 		if err := l.Wait(ctx); err != nil {
 			t.Fatal(err)
 		}
@@ -355,7 +355,7 @@ func TestSharedCountsThrottlesForDiscovery(t *testing.T) {
 	ctx := context.Background()
 	l, other, clock := twoProcessesOnAClock(t, Settings{Rate: 200, Burst: 200})
 	for range 30 {
-		l.Succeeded(0)
+		l.Succeeded()
 	}
 	if err := l.Throttled(ctx, 0, ConcurrencyLimited); err != nil {
 		t.Fatal(err)
@@ -486,7 +486,7 @@ func TestOneProcessSetsTheDiscoveredRate(t *testing.T) {
 	}
 	clock.Advance(1500 * time.Millisecond)
 	for range 60 {
-		l.Succeeded(0)
+		l.Succeeded()
 	}
 	if err := l.Throttled(ctx, 0, RateLimited); err != nil {
 		t.Fatal(err)

@@ -27,7 +27,7 @@ func (n nightDriver) run(d time.Duration, rate float64) {
 	for elapsed := time.Duration(0); elapsed < d; elapsed += step {
 		n.clock.Advance(step)
 		for range int(rate * step.Seconds()) {
-			n.l.Succeeded(0)
+			n.l.Succeeded()
 		}
 		n.lease()
 	}

@@ -73,13 +73,21 @@ func (l *Shared) Throttled(ctx context.Context, retryAfter time.Duration, kind T
 	return nil
 }
 
-// Succeeded reports an answer that was not a throttle, which took took from
-// the call's send. It feeds the additive increase, applied with the next
-// lease, and the discovery's dating of the accepted calls: the provider
-// counted them when they were sent, the fleet when they were answered.
-func (l *Shared) Succeeded(took time.Duration) {
+// Succeeded reports an answer that was not a throttle. It feeds the
+// additive increase, applied with the next lease.
+func (l *Shared) Succeeded() {
 	l.mu.Lock()
 	l.local.succeeded()
+	l.mu.Unlock()
+}
+
+// Answered reports that the provider answered a call, whatever it answered,
+// took after it was sent; the caller reports it before Succeeded or
+// Throttled. The discovery dates the fleet's count of accepted calls by
+// it: the provider counted a call when it was sent, the fleet counts it
+// when its answer comes back.
+func (l *Shared) Answered(took time.Duration) {
+	l.mu.Lock()
 	if l.disc != nil {
 		l.disc.answered(took)
 	}

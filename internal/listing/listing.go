@@ -210,6 +210,9 @@ func (l *Lister) fetch(ctx context.Context, runID uuid.UUID, ls lease, res *Resu
 		resp, page, err := l.Client.ListPage(ctx, provider.PageRequest{From: ls.from, To: ls.to, Cursor: ls.cursor})
 		res.Calls++
 		calls++
+		if resp.Status != 0 {
+			l.Limiter.Answered(time.Since(sent))
+		}
 		if resp.Header != nil {
 			l.Limiter.Observe(limiter.ParseHints(resp.Header, sent))
 		}
@@ -220,7 +223,7 @@ func (l *Lister) fetch(ctx context.Context, runID uuid.UUID, ls lease, res *Resu
 		case errors.Is(err, provider.ErrNoList):
 			return err
 		case err == nil && resp.Status >= 200 && resp.Status < 300:
-			l.Limiter.Succeeded(time.Since(sent))
+			l.Limiter.Succeeded()
 			next, err := l.store(ctx, runID, ls, page, calls, res)
 			if errors.Is(err, errLeaseLost) {
 				logger.Warn("listing lease lost; another consumer continues from the stored cursor")
