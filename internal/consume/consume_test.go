@@ -367,17 +367,21 @@ func TestTwoConsumersShareTheLimit(t *testing.T) {
 }
 
 // TestSlowCallsKeepTheirLease makes calls slower than the visibility
-// timeout: lease renewal must keep them from being redelivered.
+// timeout: lease renewal must keep them from being redelivered. The
+// limiter hears how long they took (it dates the accepted calls by it).
 func TestSlowCallsKeepTheirLease(t *testing.T) {
 	t.Parallel()
 	b := setup(t, options{items: 8, latency: providersim.Latency{Fixed: 1500 * time.Millisecond}, visibility: time.Second})
-	c, _ := b.consumer(t, "", 1000, 100, consume.Config{Concurrency: 8})
+	c, lim := b.consumer(t, "", 1000, 100, consume.Config{Concurrency: 8})
 	if err := runWithin(t, c, time.Minute); err != nil {
 		t.Fatal(err)
 	}
 	b.checkInvariants(t)
 	if s := c.Snapshot(); s.Calls != 8 || s.Stale != 0 {
 		t.Errorf("calls = %d, stale = %d; want 8 calls and no redelivery", s.Calls, s.Stale)
+	}
+	if got := lim.Snapshot().Latency; got < 1500*time.Millisecond || got > 3*time.Second {
+		t.Errorf("the limiter's answer latency %v, want the provider's 1.5 s", got)
 	}
 }
 

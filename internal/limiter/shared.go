@@ -44,6 +44,9 @@ type Snapshot struct {
 	Estimate float64
 	// ProviderBurst is the provider's burst as estimated; 0 when unknown.
 	ProviderBurst float64
+	// Latency is the median time this process's latest answers took
+	// (see Answered); 0 when unknown or the discovery is off.
+	Latency time.Duration
 }
 
 // Shared is a token bucket with an adaptive rate, shared by every process
@@ -135,7 +138,7 @@ func (l *Shared) Snapshot() Snapshot {
 	s := l.snap
 	s.Expired = l.local.expired
 	if l.disc != nil {
-		s.Estimate, s.ProviderBurst = l.disc.estimate, l.disc.burst
+		s.Estimate, s.ProviderBurst, s.Latency = l.disc.estimate, l.disc.burst, l.disc.latency.get()
 	}
 	return s
 }
