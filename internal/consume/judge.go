@@ -122,11 +122,11 @@ func (c *Consumer) observe(l *lane, resp provider.Response, err error, sent time
 	c.stats.byClass[class].Add(1)
 	if resp.Status != 0 {
 		l.Limiter.Answered(c.cfg.Now().Sub(sent))
-	}
-	if resp.Status == 429 {
-		c.stats.throttles.Add(1)
-	} else if resp.Status != 0 {
-		l.Limiter.Succeeded()
+		if resp.Status == 429 {
+			c.stats.throttles.Add(1)
+		} else {
+			l.Limiter.Succeeded()
+		}
 	}
 	if resp.Header != nil {
 		l.Limiter.Observe(limiter.ParseHints(resp.Header, sent))

@@ -285,6 +285,9 @@ func (d *discovery) sentBy(t time.Time) time.Time {
 // and read the difference as a burst).
 func (d *discovery) redate(latency time.Duration) {
 	by := latency - d.dated
+	if by == 0 {
+		return
+	}
 	for i := range d.samples {
 		d.samples[i].at = d.samples[i].at.Add(-by)
 	}

@@ -548,13 +548,7 @@ func TestDiscoveryStartsAtTheFirstCall(t *testing.T) {
 	c := matrixCell{family: familyUnknown, shape: shapeNamed("bucket-0.1s"), rate: 200, ra: matrixRetryAfter[0],
 		procs: 4, pattern: matrixPatterns[0], phase: 4}
 	r := simulateNight(c.spec())
-	var first *change
-	for i, ch := range r.changes {
-		if ch.cause == causeEstimate && strings.HasPrefix(ch.detail, "measured") {
-			first = &r.changes[i]
-			break
-		}
-	}
+	first := r.firstMeasure()
 	if first == nil || first.burst < 15 || first.burst > 25 {
 		t.Errorf("%s: first measure %+v, want a bucket of about 20\n%s", c, first, formatChanges(r.changes))
 	}

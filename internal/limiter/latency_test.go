@@ -1,7 +1,6 @@
 package limiter
 
 import (
-	"strings"
 	"testing"
 	"time"
 )
@@ -51,13 +50,7 @@ func TestDiscoveryDatesCallsBySend(t *testing.T) {
 	c := matrixCell{family: familyUnknown, shape: shapeNamed("bucket-0.1s"), rate: 200, ra: matrixRetryAfter[1],
 		latency: 200 * time.Millisecond, procs: 1, pattern: matrixPatterns[0]}
 	r := simulateNight(c.spec())
-	var first *change
-	for i, ch := range r.changes {
-		if ch.cause == causeEstimate && strings.HasPrefix(ch.detail, "measured") {
-			first = &r.changes[i]
-			break
-		}
-	}
+	first := r.firstMeasure()
 	if first == nil || first.burst < 15 || first.burst > 25 || first.estimate < 180 || first.estimate > 210 {
 		t.Errorf("%s: first measure %+v, want about 200/s with a bucket of about 20\n%s", c, first, formatChanges(r.changes))
 	}

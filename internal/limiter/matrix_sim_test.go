@@ -3,7 +3,7 @@ package limiter
 import (
 	"fmt"
 	"math"
-	"os"
+	"strings"
 	"time"
 
 	"github.com/reconcile/reconcile/internal/providersim"
@@ -96,6 +96,17 @@ func (r nightResult) count(from, to int) (calls, accepted, throttled int) {
 func (r nightResult) efficiency() float64 {
 	_, a, _ := r.count(0, len(r.series))
 	return float64(a) / r.supply
+}
+
+// firstMeasure is the first process's first change of the estimate measured
+// between two 429s; nil when none was.
+func (r nightResult) firstMeasure() *change {
+	for i, ch := range r.changes {
+		if ch.cause == causeEstimate && strings.HasPrefix(ch.detail, "measured") {
+			return &r.changes[i]
+		}
+	}
+	return nil
 }
 
 // throttleShare is the share of calls answered 429 from second from on.
@@ -530,11 +541,6 @@ func (n *night) keepChanges(who int) {
 		return
 	}
 	c := d.takeChanges()
-	if os.Getenv("ALLP") != "" {
-		for _, x := range c {
-			fmt.Fprintf(os.Stderr, "p%d %6.2f %-8s rate %7.1f est %7.1f burst %6.1f %s\n", who, n.off(x.at).Seconds(), x.cause, x.rate, x.estimate, x.burst, x.detail)
-		}
-	}
 	if who == 0 && len(n.res.changes) < 4096 {
 		n.res.changes = append(n.res.changes, c...)
 	}
