@@ -322,7 +322,15 @@ func (d *discovery) count(now time.Time, accepted, own int64) {
 		}
 	}
 	if len(d.samples) >= maxSamples {
-		d.samples = append(d.samples[:0], d.samples[len(d.samples)/2:]...)
+		// Thin the span to every second count, the first kept: it
+		// stays whole, read at half the resolution. (Dropping the
+		// older half would start it after the 429, at a bucket it
+		// takes to be empty.)
+		kept := d.samples[:1]
+		for i := 2; i < len(d.samples); i += 2 {
+			kept = append(kept, d.samples[i])
+		}
+		d.samples = kept
 	}
 	d.samples = append(d.samples, s)
 }
@@ -694,13 +702,13 @@ func others(a, b sample) float64 {
 // calls, and every call of a fleet of one, are counted where they fall.
 func (d *discovery) lateCalls() []float64 {
 	late := make([]float64, len(d.samples))
+	j := 0 // the last sample at most lag after sample i
 	for i, a := range d.samples {
-		for _, b := range d.samples[i+1:] {
-			if b.at.Sub(a.at) > d.lag {
-				break
-			}
-			late[i] = others(a, b)
+		j = max(j, i)
+		for j+1 < len(d.samples) && d.samples[j+1].at.Sub(a.at) <= d.lag {
+			j++
 		}
+		late[i] = others(a, d.samples[j])
 	}
 	return late
 }

@@ -462,6 +462,36 @@ func TestDiscoveryMeasuresThroughLateReports(t *testing.T) {
 	}
 }
 
+// TestDiscoverySpanKeepsItsStart counts more calls between two 429s than
+// the span keeps (a fleet reading the row often over a long cruise): the
+// span is thinned, not cut, so it still starts at the last 429, where the
+// provider's bucket was empty, and still measures the provider's rate.
+// Cut to its later half, it started at a count the measure took for an
+// empty bucket, in the middle of the cruise.
+func TestDiscoverySpanKeepsItsStart(t *testing.T) {
+	t.Parallel()
+	d := newDiscovery(DefaultDecrease, DefaultLeaseWindow)
+	d.observe(t0, 0, 0, 600, 0)
+	d.phase, d.estimate, d.guess = phaseCruise, 100, true
+	d.last = sample{at: t0}
+	d.samples = append(d.samples[:0], d.last)
+	const step = 10 * time.Millisecond
+	at := t0
+	for i := 1; i <= 3*maxSamples; i++ {
+		at = t0.Add(time.Duration(i) * step)
+		d.observe(at, int64(i), int64(i), 600, 0) // 100/s
+	}
+	if len(d.samples) > maxSamples {
+		t.Errorf("%d counts kept, want at most %d", len(d.samples), maxSamples)
+	}
+	if first := d.samples[0]; first != d.last {
+		t.Errorf("the span starts at %v with %d calls, want the last 429's %v with %d", first.at.Sub(t0), first.accepted, d.last.at.Sub(t0), d.last.accepted)
+	}
+	if got, ok := d.measure(at); !ok || math.Abs(got-100) > 1 {
+		t.Errorf("measured %.1f/s (ok %v), want 100/s", got, ok)
+	}
+}
+
 // TestProbesCostTheirShareOverAnHour runs steady hours against the shapes
 // whose estimate holds once measured (buckets of 1 s and 5 s of the rate, a
 // leaky bucket), the limit set three times too high, and counts what the
