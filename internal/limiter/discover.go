@@ -65,6 +65,12 @@ const (
 	maxSamples = 4096
 )
 
+// refusedLevel is the most the provider's bucket holds when it refuses a
+// call: less than the call's token. A call sent just after the refused one
+// may find that token whole and be accepted; a bucket taken to be empty
+// would read it as a rate as fast as the two calls were close.
+const refusedLevel = 1
+
 // fewCalls is the fewest calls between two 429s that measure the rate
 // within about 5%.
 const fewCalls = 20
@@ -124,20 +130,24 @@ type sample struct {
 	at       time.Time
 	accepted int64
 	own      int64
+	// answer: counted at the answer to a call of this process, which
+	// the provider took at the sample's time (see discovery.succeeded).
+	answer bool
 }
 
 // discovery finds the provider's rate limit by measuring it, as a pure state
 // machine: its inputs are the time, the fleet-wide count of accepted calls
-// (from the row), the throttles that lower the rate (from the row, so every
+// (from the row, and this process's answers as they come), the throttles that lower the rate (from the row, so every
 // process sees the same ones), the rate the fleet is sent at, header hints
 // and how long the answers take (the counts are dated by when their calls
 // were sent: sentBy); its output is the rate to send at and the tokens the
 // provider refilled during a pause.
 //
-// Between two 429s the provider's bucket is empty at both ends, so the
-// provider's rate R is the smallest rate at which a token bucket of the
-// provider's burst B, empty at the first 429 and fed at R, accepts every call
-// accepted in between without going below zero: measure replays the counts
+// Between two 429s the provider's bucket is empty at both ends (less than
+// the refused call's token), so the provider's rate R is the smallest rate
+// at which a token bucket of the provider's burst B, so empty at the first
+// 429 and fed at R, accepts every call accepted in between without going
+// below zero: measure replays the counts
 // against such a bucket (which models the tokens the provider lost while its
 // bucket was full) and bisects for R. At start-up the calls accepted before
 // the first 429 give B once R is known.
@@ -184,7 +194,11 @@ type discovery struct {
 	phase    phase
 	estimate float64 // R: 0 unknown
 	burst    float64 // B: 0 unknown
-	rateNow  float64 // rate sent last, for the history
+	// learned: this process learned the burst from its start-up counts
+	// (a stored one is not checked against them). Only then does the
+	// measure take each call where its answer dates it (see counts).
+	learned bool
+	rateNow float64 // rate sent last, for the history
 
 	originSet bool // the cold start's first sample is known
 	coldFrom  sample
@@ -199,9 +213,9 @@ type discovery struct {
 	resumeAt time.Time // its pause ends
 	samples  []sample  // since last, oldest first
 	guess    bool      // estimate is a guess, not a measurement
-	// startLevel is the provider's bucket at last: 0 after a 429, full
-	// when the process started from the stored estimate after a quiet
-	// spell.
+	// startLevel is the provider's bucket at last: refusedLevel after a
+	// 429, full when the process started from the stored estimate after a
+	// quiet spell.
 	startLevel float64
 	// fromStored: the process started from the stored estimate and has
 	// seen no 429 since.
@@ -295,18 +309,47 @@ func (d *discovery) redate(latency time.Duration) {
 	d.dated = latency
 }
 
-// count records the fleet-wide count of accepted calls at now (own, this
-// process's). The window reading's log dates it by the latency known now:
-// it spans many 429s, and only the counts about each refusal matter, which
-// the latency of their time dates best. The span measured since the last
-// 429 dates it by sentBy.
+// count records the fleet-wide count of accepted calls read from the row
+// at now (own, this process's). The window reading's log dates it by the
+// latency known now: it spans many 429s, and only the counts about each
+// refusal matter, which the latency of their time dates best. The span
+// measured since the last 429 dates it by sentBy.
 func (d *discovery) count(now time.Time, accepted, own int64) {
 	d.win.add(sample{at: now.Add(-d.latency.get()), accepted: accepted, own: own})
-	s := sample{at: d.sentBy(now), accepted: accepted, own: own}
-	if n := len(d.samples); n > 0 && (!s.at.After(d.samples[n-1].at) || accepted < d.samples[n-1].accepted) {
+	d.span(sample{at: d.sentBy(now), accepted: accepted, own: own})
+}
+
+// succeeded records an accepted answer of this process at now, the
+// fleet-wide count then being accepted (the row's last count and this
+// process's answers since) and own this process's accepted answers. A
+// count at each answer shows the measure how closely the calls were
+// spaced, which is all a small bucket tells between two 429s: read at the
+// row's reads alone, a few calls each, the calls seem spread evenly, and
+// a probe that packed them closer than the provider allows measures the
+// rate it cruised at. Only the span takes it: the window reading needs no
+// more than the row's reads.
+func (d *discovery) succeeded(now time.Time, accepted, own int64) {
+	d.span(sample{at: d.sentBy(now), accepted: accepted, own: own, answer: true})
+}
+
+// span adds the count s to the span measured since the last 429, and
+// follows the probe's predicted bucket level with it. A count no later
+// than the last one is dropped, but for a higher one at the same time,
+// which takes the last one's place: an answer counted just after the row
+// was read at the same instant is where its call belongs.
+func (d *discovery) span(s sample) {
+	accepted := s.accepted
+	if d.phase == phaseCold {
 		return
 	}
-	if d.phase == phaseCold {
+	if n := len(d.samples); n > 1 && s.at.Equal(d.samples[n-1].at) && accepted > d.samples[n-1].accepted {
+		if d.estimate > 0 {
+			d.probeLevel -= float64(accepted - d.samples[n-1].accepted)
+		}
+		d.samples[n-1] = s
+		return
+	}
+	if n := len(d.samples); n > 0 && (!s.at.After(d.samples[n-1].at) || accepted < d.samples[n-1].accepted) {
 		return
 	}
 	if n := len(d.samples); n > 0 {
@@ -323,9 +366,7 @@ func (d *discovery) count(now time.Time, accepted, own int64) {
 	}
 	if len(d.samples) >= maxSamples {
 		// Thin the span to every second count, the first kept: it
-		// stays whole, read at half the resolution. (Dropping the
-		// older half would start it after the 429, at a bucket it
-		// takes to be empty.)
+		// stays whole, read at half the resolution.
 		kept := d.samples[:1]
 		for i := 2; i < len(d.samples); i += 2 {
 			kept = append(kept, d.samples[i])
@@ -379,7 +420,7 @@ func (d *discovery) throttled(at time.Time, accepted, own int64, resume time.Tim
 		d.last = sample{at: at, accepted: accepted, own: own}
 		d.samples = append(d.samples[:0], d.last)
 		d.resumeAt = maxTime(resume, at)
-		d.startLevel = 0
+		d.startLevel = refusedLevel
 		return
 	case prev == phaseCold:
 		// Start-up: the burst and the rate are both unknown. Resume at
@@ -472,7 +513,11 @@ func (d *discovery) throttled(at time.Time, accepted, own int64, resume time.Tim
 				human.Rate(m), human.Duration(d.period)))
 		default:
 			was := d.estimate
-			if !d.guess && m < (1-heldWithin)*d.estimate {
+			// A fall is a drop more than one call of the span explains:
+			// a smaller one is the measure's grain, and would end a
+			// watch for the comeback of a real fall.
+			grain := math.Max(heldWithin, 1/float64(max(accepted-d.last.accepted, 1)))
+			if !d.guess && m < (1-grain)*d.estimate {
 				d.fellFrom, d.fellAt = d.estimate, at
 			}
 			startUp := d.burst == 0 && !d.coldTo.at.IsZero()
@@ -520,7 +565,7 @@ func (d *discovery) throttled(at time.Time, accepted, own int64, resume time.Tim
 	d.resumeAt = maxTime(resume, at)
 	d.probeAt = d.resumeAt.Add(d.period)
 	d.probeLevel = 0
-	d.startLevel = 0
+	d.startLevel = refusedLevel
 }
 
 // startFrom starts a process from the estimate and burst an earlier one
@@ -645,14 +690,25 @@ func (d *discovery) comingBack(at time.Time) bool {
 }
 
 // comebackPeriod is the probe period while watching for a comeback, for
-// pauses of the given length: comebackProbe when a probe costs only its
-// 429s, firstProbe when it costs part of a pause.
+// pauses of the given length: firstProbe when a probe costs part of a
+// pause; when it costs only its 429s, comebackProbe, or longer when they
+// are many. A probe's 429 comes back a latency after its call, and the
+// calls sent meanwhile above the rate are refused too: at the fleet's rate
+// F, about 1 + (F - R) × latency of them. The watch keeps them to
+// watchShare of the calls: period >= 429s / (watchShare × R), and never
+// longer than when a probe costs part of a pause.
 func (d *discovery) comebackPeriod(pause time.Duration) time.Duration {
-	if !d.costly(pause) {
-		return comebackProbe
+	if d.costly(pause) {
+		return firstProbe
 	}
-	return firstProbe
+	refused := 1 + math.Max(0, d.fleetRate-d.estimate)*d.latency.get().Seconds()
+	return min(max(comebackProbe, durationOf(refused/(watchShare*d.estimate))), firstProbe)
 }
+
+// watchShare is the most of the calls the comeback watch's probes may draw
+// in 429s: a tenth, the share under which a fleet is taken to obey a fall
+// (see the matrix), which the watch follows.
+const watchShare = 0.1
 
 // floor is the lowest estimate: DefaultFloor of the configured rate.
 func (d *discovery) floor() float64 {
@@ -681,6 +737,7 @@ func (d *discovery) learnBurst(at time.Time) {
 			b = math.Min(b, math.Max(d.estimate*maxBurstSeconds, 1))
 		}
 		d.burst = math.Max(b, 1)
+		d.learned = true
 		if m, ok := d.measure(at); ok {
 			d.estimate = m
 		}
@@ -700,24 +757,51 @@ func others(a, b sample) float64 {
 // from its count. (A call's latency makes it later still: the samples are
 // dated by sentBy, which takes it off every one alike.) This process's own
 // calls, and every call of a fleet of one, are counted where they fall.
-func (d *discovery) lateCalls() []float64 {
-	late := make([]float64, len(d.samples))
+func (d *discovery) lateCalls(ss []sample) []float64 {
+	late := make([]float64, len(ss))
 	j := 0 // the last sample at most lag after sample i
-	for i, a := range d.samples {
+	for i, a := range ss {
 		j = max(j, i)
-		for j+1 < len(d.samples) && d.samples[j+1].at.Sub(a.at) <= d.lag {
+		for j+1 < len(ss) && ss[j+1].at.Sub(a.at) <= d.lag {
 			j++
 		}
-		late[i] = others(a, d.samples[j])
+		late[i] = others(a, ss[j])
 	}
 	return late
 }
 
+// exact reports whether the measure takes each call of this process where
+// its answer dates it: once the estimate was measured with a burst this
+// process learned.
+func (d *discovery) exact() bool { return d.learned && !d.guess }
+
+// counts returns the span's counts the measure reads: every one once the
+// estimate was measured with a burst this process learned; else only those
+// read from the row, a lease's calls each, which spread a clump over the
+// time between two reads. Counted at each answer, a clump deeper than the
+// bucket taken reads as a rate too high: a stored burst, or one learned
+// from a start-up too short to tell, may be one call short of the
+// provider's.
+func (d *discovery) counts() []sample {
+	if d.exact() {
+		return d.samples
+	}
+	ss := make([]sample, 0, len(d.samples))
+	for i, x := range d.samples {
+		if i == 0 || !x.answer {
+			ss = append(ss, x)
+		}
+	}
+	return ss
+}
+
 // measure returns the provider's rate implied by the calls accepted since
 // the last counted throttle up to the one at at: the smallest rate at which
-// a bucket of the estimated burst (unbounded when unknown), empty at the
-// last throttle, accepts them all. ok is false when the span is too short to
-// tell.
+// a bucket of the estimated burst (unbounded when unknown), holding less
+// than a call at the last throttle, accepts them all. A call counted at its
+// answer (see counts) takes its token when it was sent; the calls of a count
+// read from the row are spread over the time since the one before. ok is
+// false when the span is too short to tell.
 func (d *discovery) measure(at time.Time) (float64, bool) {
 	if len(d.samples) < 2 || at.Sub(d.last.at) < 200*time.Millisecond ||
 		d.samples[len(d.samples)-1].accepted-d.samples[0].accepted < 2 {
@@ -729,20 +813,35 @@ func (d *discovery) measure(at time.Time) (float64, bool) {
 	// meanwhile: the bucket is read to hold up to that many more than it
 	// did. So the bucket, empty at the last throttle, may read as holding
 	// that much at its start, and at most B plus that much at each sample.
-	late := d.lateCalls()
+	ss, exact := d.counts(), d.exact()
+	late := d.lateCalls(ss)
+	jitter := d.latency.jitter().Seconds()
 	fits := func(r float64) bool {
 		more := func(i int) float64 { return math.Min(late[i], r*d.lag.Seconds()) }
+		slack := r * jitter
 		level := d.startLevel + more(0)
-		for i := 1; i < len(d.samples); i++ {
-			a, b := d.samples[i-1], d.samples[i]
-			if d.burst > 0 {
-				// The bucket caps what is left of the refill.
-				level = math.Min(level, d.burst+more(i-1))
+		for i := 1; i < len(ss); i++ {
+			a, b := ss[i-1], ss[i]
+			refill, calls := r*b.at.Sub(a.at).Seconds(), float64(b.accepted-a.accepted)
+			switch {
+			case exact && b.answer && calls <= 1:
+				// One call of this process, counted at its
+				// answer: it took its token, when the answer
+				// dates it, from a bucket refilled up to the
+				// burst (and the calls of others the row hears
+				// of later).
+				level = math.Min(level+refill, d.burst+more(i)) - calls
+			case d.burst > 0:
+				// Calls spread over the span: the bucket caps
+				// what is left before it.
+				level = math.Min(level, d.burst+more(i-1)) + refill - calls
+			default:
+				level += refill - calls
 			}
-			// Calls spread over the span.
-			level += r*b.at.Sub(a.at).Seconds() - float64(b.accepted-a.accepted)
-			// Half a call of slack for counts that arrive late.
-			if level < -0.5 {
+			// A count dated by the median latency is off by up to
+			// the answers' jitter: slack for as many calls as the
+			// provider refills meanwhile.
+			if level < -slack {
 				return false
 			}
 		}

@@ -492,6 +492,45 @@ func TestDiscoverySpanKeepsItsStart(t *testing.T) {
 	}
 }
 
+// TestDiscoveryCountsEachAnswer runs a night against a bucket of one call
+// refilled at 5/s. Between two 429s it tells its rate only by how close
+// together it accepted two calls: read at the row's reads alone, a few
+// calls each, the calls of a probe seemed spread over the span and every
+// probe measured 4.1/s, the rate cruised at. Counted at each answer (and
+// the bucket at a 429 taken to hold up to the refused call's token), the
+// probe's last accepted calls, 0.2 s apart, measure the provider.
+func TestDiscoveryCountsEachAnswer(t *testing.T) {
+	t.Parallel()
+	c := matrixCell{family: familyUnknown, shape: shapeNamed("bucket-1call"), rate: 5, ra: matrixRetryAfter[1],
+		procs: 1, pattern: matrixPatterns[0]}
+	r := simulateNight(c.spec())
+	last := r.changes[len(r.changes)-1]
+	if last.estimate < 0.95*c.rate || last.estimate > c.rate {
+		t.Errorf("%s: estimate %.2f/s at the end, want within 5%% under %v/s\n%s", c, last.estimate, c.rate, formatChanges(r.changes))
+	}
+	if e := r.efficiency(); e < 0.8 {
+		t.Errorf("%s: efficiency %.1f%%, want >= 80%%\n%s", c, 100*e, formatChanges(r.changes))
+	}
+}
+
+// TestComebackProbesBudgetTheir429s runs a fall to a quarter of 1,000/s
+// against a bucket of 5 s of the rate, answers taking 200 ms. After the fall
+// the probes watch for the limit's return; each probe's 429 comes back
+// 200 ms after its call, and every call sent meanwhile above the rate is
+// refused too. Probing every second, the watch drew more than a tenth of
+// the calls in 429s for the whole minute it lasts; spaced so that they
+// stay under a tenth, the fall is obeyed within 2 s.
+func TestComebackProbesBudgetTheir429s(t *testing.T) {
+	t.Parallel()
+	c := matrixCell{family: familyUnknown, shape: shapeNamed("bucket-5s"), rate: 1000, ra: matrixRetryAfter[3],
+		latency: 200 * time.Millisecond, procs: 1, pattern: matrixPatterns[2]}
+	r := simulateNight(c.spec())
+	at, end := int(c.pattern.steps[1].At/time.Second), int(matrixLength/time.Second)
+	if got := r.obeyedBy(at, c.pattern.steps[1].Rate*c.rate, end-at); got > 2 {
+		t.Errorf("%s: fall obeyed after %d s, want <= 2\n%s", c, got, formatChanges(r.changes))
+	}
+}
+
 // TestProbesCostTheirShareOverAnHour runs steady hours against the shapes
 // whose estimate holds once measured (buckets of 1 s and 5 s of the rate, a
 // leaky bucket), the limit set three times too high, and counts what the

@@ -24,7 +24,8 @@ type latencies struct {
 	n      int // answers recorded, at most latencyKept
 	next   int // where the next one goes
 	median time.Duration
-	stale  bool // answers came since median was computed
+	spread time.Duration
+	stale  bool // answers came since median and spread were computed
 }
 
 // add records an answer that took took (a negative one, from clocks
@@ -39,10 +40,23 @@ func (l *latencies) add(took time.Duration) {
 // get returns the median of the latest answers' latencies, 0 before the
 // first.
 func (l *latencies) get() time.Duration {
-	if l.stale {
-		s := l.kept // a copy: kept stays in arrival order
-		slices.Sort(s[:l.n])
-		l.median, l.stale = s[l.n/2], false
-	}
+	l.update()
 	return l.median
+}
+
+// jitter returns how far apart the latest answers' latencies are: the
+// 90th percentile less the 10th, 0 before the first. A count dated by the
+// median is off by up to about that much for most calls.
+func (l *latencies) jitter() time.Duration {
+	l.update()
+	return l.spread
+}
+
+func (l *latencies) update() {
+	if !l.stale {
+		return
+	}
+	s := l.kept // a copy: kept stays in arrival order
+	slices.Sort(s[:l.n])
+	l.median, l.spread, l.stale = s[l.n/2], s[l.n*9/10]-s[l.n/10], false
 }

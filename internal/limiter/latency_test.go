@@ -58,3 +58,28 @@ func TestDiscoveryDatesCallsBySend(t *testing.T) {
 		t.Errorf("%s: efficiency %.1f%%, want >= 80%%\n%s", c, 100*e, formatChanges(r.changes))
 	}
 }
+
+func TestLatenciesJitter(t *testing.T) {
+	t.Parallel()
+	var l latencies
+	if got := l.jitter(); got != 0 {
+		t.Fatalf("before any answer: %v, want 0", got)
+	}
+	for range latencyKept {
+		l.add(200 * time.Millisecond)
+	}
+	if got := l.jitter(); got != 0 {
+		t.Errorf("answers that all took 200 ms: jitter %v, want 0", got)
+	}
+	// 100 answers from 100 to 199 ms, the latest 63 kept: 137 to 199 ms,
+	// whose 10th and 90th percentiles are 6 and 56 answers in.
+	for i := range 100 {
+		l.add(time.Duration(100+i) * time.Millisecond)
+	}
+	if got, want := l.jitter(), 56*time.Millisecond-6*time.Millisecond; got != want {
+		t.Errorf("answers spread from 137 to 199 ms: jitter %v, want %v", got, want)
+	}
+	if got := l.get(); got != 168*time.Millisecond {
+		t.Errorf("median %v, want 168ms", got)
+	}
+}

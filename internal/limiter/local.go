@@ -278,6 +278,9 @@ func (s *local) succeeded() {
 	s.pending.accepted++
 }
 
+// answered is this process's accepted answers, reported or not.
+func (s *local) answered() int64 { return s.reported + s.pending.accepted }
+
 // takeAccepted returns the accepted answers not yet reported, for a penalty
 // statement, and forgets them; restore gives them back if it fails.
 func (s *local) takeAccepted() int64 {

@@ -372,6 +372,7 @@ func (n *night) run() {
 			n.lease(who, clock)
 		default:
 			p := n.procs[who]
+			n.arrived(p, clock)
 			p.l.apply(n.row.state(n.now), n.now)
 			p.lastRead = clock
 			n.keepChanges(who)
@@ -458,11 +459,15 @@ func (n *night) answer(a nightAnswer) {
 //
 //go:norace
 func (n *night) arrived(p *nightProc, clock time.Duration) {
+	now := n.now
 	for p.head < len(p.inflight) && p.inflight[p.head] <= clock {
+		// Each at its time, as Answered and Succeeded take it.
+		n.now = n.at(p.inflight[p.head])
 		p.head++
 		p.l.Answered(n.sp.latency + n.sp.jitter)
 		p.l.Succeeded()
 	}
+	n.now = now
 	if p.head > 4096 && p.head > len(p.inflight)/2 {
 		p.inflight = append(p.inflight[:0], p.inflight[p.head:]...)
 		p.head = 0

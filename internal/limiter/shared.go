@@ -81,9 +81,13 @@ type Shared struct {
 	// settingsAt is settings_updated_at of the row last applied: a change
 	// (limit set) starts the discovery afresh.
 	settingsAt time.Time
-	clock      dbClock    // the database's clock against Config.Now
-	resets     resetBound // the reset of the provider's quota window
-	snap       Snapshot
+	// readOwn is this process's reported answers when the row was last
+	// applied: its count holds them, and the answers since are added to
+	// it (see Succeeded).
+	readOwn int64
+	clock   dbClock    // the database's clock against Config.Now
+	resets  resetBound // the reset of the provider's quota window
+	snap    Snapshot
 
 	stop   context.CancelFunc
 	polled sync.WaitGroup
@@ -240,6 +244,7 @@ func (l *Shared) apply(r rowState, now time.Time) {
 	}
 	l.snap.Rate, l.snap.Burst, l.snap.EffectiveRate, l.snap.Throttles = r.Rate, r.Burst, r.EffectiveRate, r.Throttles
 	l.snap.Accepted = r.Accepted
+	l.readOwn = l.local.reported
 	l.snap.ReadAt = now
 	if r.PenaltyUntil != nil {
 		until := l.clock.toLocal(*r.PenaltyUntil)

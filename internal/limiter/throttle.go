@@ -73,11 +73,16 @@ func (l *Shared) Throttled(ctx context.Context, retryAfter time.Duration, kind T
 	return nil
 }
 
-// Succeeded reports an answer that was not a throttle. It feeds the
-// additive increase, applied with the next lease.
+// Succeeded reports an answer that was not a throttle. It is reported to
+// the row with the next lease; the discovery counts it at once, with the
+// row's last count and this process's answers since.
 func (l *Shared) Succeeded() {
 	l.mu.Lock()
 	l.local.succeeded()
+	if l.disc != nil {
+		own := l.local.answered()
+		l.disc.succeeded(l.clock.toDB(l.cfg.Now()), l.snap.Accepted+own-l.readOwn, own)
+	}
 	l.mu.Unlock()
 }
 
