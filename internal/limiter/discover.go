@@ -198,6 +198,14 @@ type discovery struct {
 	// (a stored one is not checked against them). Only then does the
 	// measure take each call where its answer dates it (see counts).
 	learned bool
+	// depth is how many calls deeper than the burst the measure takes
+	// the provider's bucket to be, counting each answer: a start-up of a
+	// few calls may learn the burst a call short, and a clump the bucket
+	// took at once then reads as a rate too high. Each such measure that
+	// a 429 refutes while cruising under it, before any other 429, adds a
+	// call (raised: the last estimate is such a measure).
+	depth   float64
+	raised  bool
 	rateNow float64 // rate sent last, for the history
 
 	originSet bool // the cold start's first sample is known
@@ -392,6 +400,8 @@ func (d *discovery) hinted(now time.Time, rate float64) {
 func (d *discovery) throttled(at time.Time, accepted, own int64, resume time.Time, refusals int) {
 	prev := d.phase
 	d.fromStored = false
+	raised := d.raised
+	d.raised = false
 	// The fleet pauses from the 429's answer: what a probe costs. The
 	// provider refused the call a latency before, and the calls counted
 	// by the answer were sent by then too.
@@ -458,14 +468,22 @@ func (d *discovery) throttled(at time.Time, accepted, own int64, resume time.Tim
 			human.Rate(was), human.Duration(d.read.window), human.Rate(d.fallback)))
 		d.estimate, d.read, d.trialFrom, d.trialUntil = d.fallback, reading{}, time.Time{}, time.Time{}
 	case prev == phaseCruise && !d.guess:
-		// Unexpected: the limit fell below the estimate.
+		// Unexpected: the limit fell below the estimate, or the
+		// estimate, raised by counting each answer, read a clump as a
+		// rate: the bucket is deeper than it took.
 		d.fellFrom, d.fellAt = d.estimate, at
 		d.estimate, d.guess = math.Max(d.estimate*d.decrease, d.floor()), true
 		d.period = measureProbe
-		d.record(at, causeThrottle, d.estimate*cruiseShare, fmt.Sprintf(
-			"429 while cruising under the estimate of %s: the limit fell; the rate halves until the next 429 measures it", human.Rate(d.fellFrom)))
+		detail := fmt.Sprintf("429 while cruising under the estimate of %s: the limit fell; the rate halves until the next 429 measures it", human.Rate(d.fellFrom))
+		if raised {
+			d.depth++
+			detail = fmt.Sprintf("429 while cruising under the estimate of %s, which the last 429 raised: the limit fell, or the bucket is deeper than measured (now %s calls); the rate halves until the next 429 measures it",
+				human.Rate(d.fellFrom), human.Number(d.burst+d.depth))
+		}
+		d.record(at, causeThrottle, d.estimate*cruiseShare, detail)
 	default:
 		// A probe's 429, or the one after a guess: it measures.
+		exact := d.exact()
 		m, ok := d.measure(at)
 		held := d.read
 		r, read := d.win.read(held)
@@ -556,6 +574,7 @@ func (d *discovery) throttled(at time.Time, accepted, own int64, resume time.Tim
 				// of it): measure again at the next 429, soon.
 				d.guess, d.period = true, measureProbe
 			}
+			d.raised = exact && d.read.window == 0 && d.estimate > (1+heldWithin)*was
 			d.record(at, causeEstimate, d.estimate*cruiseShare, d.measured(was, accepted-d.last.accepted))
 		}
 	}
@@ -830,7 +849,7 @@ func (d *discovery) measure(at time.Time) (float64, bool) {
 				// dates it, from a bucket refilled up to the
 				// burst (and the calls of others the row hears
 				// of later).
-				level = math.Min(level+refill, d.burst+more(i)) - calls
+				level = math.Min(level+refill, d.burst+d.depth+more(i)) - calls
 			case d.burst > 0:
 				// Calls spread over the span: the bucket caps
 				// what is left before it.

@@ -531,6 +531,23 @@ func TestComebackProbesBudgetTheir429s(t *testing.T) {
 	}
 }
 
+// TestDiscoveryDeepensARefutedBucket runs a bucket of 2 calls refilled at
+// 20/s, answers taking 200 ms, whose start-up of 8 calls learns a bucket of
+// one. Counting each answer against a bucket a call short, a probe read a
+// clump of two as a rate of 31/s, the cruise above the limit drew a 429
+// within a second, and the night went round that cycle every 12 s: 3.9% of
+// the calls answered 429. The refuted measure deepens the bucket the
+// measure takes by a call, and the next ones read the provider.
+func TestDiscoveryDeepensARefutedBucket(t *testing.T) {
+	t.Parallel()
+	c := matrixCell{family: familyUnknown, shape: shapeNamed("bucket-0.1s"), rate: 20, ra: matrixRetryAfter[0],
+		latency: 200 * time.Millisecond, procs: 1, pattern: matrixPatterns[0], phase: 4}
+	r := simulateNight(c.spec())
+	if got := r.throttleShare(10); got > 0.015 {
+		t.Errorf("%s: %.1f%% of the calls after 10 s answered 429, want <= 1.5%%\n%s", c, 100*got, formatChanges(r.changes))
+	}
+}
+
 // TestProbesCostTheirShareOverAnHour runs steady hours against the shapes
 // whose estimate holds once measured (buckets of 1 s and 5 s of the rate, a
 // leaky bucket), the limit set three times too high, and counts what the

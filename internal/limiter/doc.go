@@ -14,8 +14,9 @@
 // Around the row, each process keeps pure state whose methods take the time
 // and do no I/O, in the style of golang.org/x/time/rate: the leased slots and
 // what to do next (local), the limit discovery that measures and probes the
-// provider's rate (discovery), dates the accepted calls by the answers'
-// latency (latencies) and reads a window of calls from its 429s
+// provider's rate (discovery) from the row's counts and this process's
+// answers as they come, dates the accepted calls by the answers' latency
+// and its jitter (latencies) and reads a window of calls from its 429s
 // (windowLog), the rate-limit headers of the provider's
 // answers (ParseHints, Hints, and resetBound narrowing a window's reset),
 // and the database's clock (dbClock). Shared
