@@ -873,7 +873,9 @@ func (d *discovery) measure(at time.Time) (float64, bool) {
 			return 0, false
 		}
 	}
-	for range 40 {
+	// To a millionth: far finer than a measure's grain (a call in
+	// the span, heldWithin at best), and each step replays the span.
+	for hi-lo > 1e-6*hi {
 		mid := (lo + hi) / 2
 		if fits(mid) {
 			hi = mid
