@@ -834,16 +834,27 @@ func (d *discovery) measure(at time.Time) (float64, bool) {
 	// that much at its start, and at most B plus that much at each sample.
 	ss, exact := d.counts(), d.exact()
 	late := d.lateCalls(ss)
-	jitter := d.latency.jitter().Seconds()
+	jitter, lag := d.latency.jitter().Seconds(), d.lag.Seconds()
+	// The span's steps, read once: each replay of it (one per step of
+	// the bisection) then only does arithmetic.
+	type step struct {
+		secs, calls float64
+		own         bool // one call of this process, counted at its answer
+	}
+	steps := make([]step, len(ss))
+	for i := 1; i < len(ss); i++ {
+		a, b := ss[i-1], ss[i]
+		steps[i] = step{secs: b.at.Sub(a.at).Seconds(), calls: float64(b.accepted - a.accepted)}
+		steps[i].own = exact && b.answer && steps[i].calls <= 1
+	}
 	fits := func(r float64) bool {
-		more := func(i int) float64 { return math.Min(late[i], r*d.lag.Seconds()) }
+		more := func(i int) float64 { return math.Min(late[i], r*lag) }
 		slack := r * jitter
 		level := d.startLevel + more(0)
-		for i := 1; i < len(ss); i++ {
-			a, b := ss[i-1], ss[i]
-			refill, calls := r*b.at.Sub(a.at).Seconds(), float64(b.accepted-a.accepted)
+		for i := 1; i < len(steps); i++ {
+			refill, calls := r*steps[i].secs, steps[i].calls
 			switch {
-			case exact && b.answer && calls <= 1:
+			case steps[i].own:
 				// One call of this process, counted at its
 				// answer: it took its token, when the answer
 				// dates it, from a bucket refilled up to the
