@@ -137,19 +137,20 @@ type sample struct {
 
 // discovery finds the provider's rate limit by measuring it, as a pure state
 // machine: its inputs are the time, the fleet-wide count of accepted calls
-// (from the row, and this process's answers as they come), the throttles that lower the rate (from the row, so every
-// process sees the same ones), the rate the fleet is sent at, header hints
-// and how long the answers take (the counts are dated by when their calls
-// were sent: sentBy); its output is the rate to send at and the tokens the
-// provider refilled during a pause.
+// (from the row, and this process's answers as they come), the throttles
+// that lower the rate (from the row, so every process sees the same ones),
+// the rate the fleet is sent at, header hints and how long the answers take
+// (the counts are dated by when their calls were sent: sentBy); its output
+// is the rate to send at and the tokens the provider refilled during a
+// pause.
 //
 // Between two 429s the provider's bucket is empty at both ends (less than
 // the refused call's token), so the provider's rate R is the smallest rate
 // at which a token bucket of the provider's burst B, so empty at the first
 // 429 and fed at R, accepts every call accepted in between without going
-// below zero: measure replays the counts
-// against such a bucket (which models the tokens the provider lost while its
-// bucket was full) and bisects for R. At start-up the calls accepted before
+// below zero: measure replays the counts against such a bucket (which
+// models the tokens the provider lost while its bucket was full) and
+// bisects for R. At start-up the calls accepted before
 // the first 429 give B once R is known.
 //
 // Between probes the rate cruises at cruiseShare of the estimate. A probe
@@ -350,6 +351,7 @@ func (d *discovery) span(s sample) {
 	if d.phase == phaseCold {
 		return
 	}
+	// (Never the span's first count, the 429's.)
 	if n := len(d.samples); n > 1 && s.at.Equal(d.samples[n-1].at) && accepted > d.samples[n-1].accepted {
 		if d.estimate > 0 {
 			d.probeLevel -= float64(accepted - d.samples[n-1].accepted)
@@ -474,13 +476,13 @@ func (d *discovery) throttled(at time.Time, accepted, own int64, resume time.Tim
 		d.fellFrom, d.fellAt = d.estimate, at
 		d.estimate, d.guess = math.Max(d.estimate*d.decrease, d.floor()), true
 		d.period = measureProbe
-		detail := fmt.Sprintf("429 while cruising under the estimate of %s: the limit fell; the rate halves until the next 429 measures it", human.Rate(d.fellFrom))
+		why := ": the limit fell"
 		if raised {
 			d.depth++
-			detail = fmt.Sprintf("429 while cruising under the estimate of %s, which the last 429 raised: the limit fell, or the bucket is deeper than measured (now %s calls); the rate halves until the next 429 measures it",
-				human.Rate(d.fellFrom), human.Number(d.burst+d.depth))
+			why = fmt.Sprintf(", which the last 429 raised: the limit fell, or the bucket is deeper than measured (now %s calls)", human.Number(d.burst+d.depth))
 		}
-		d.record(at, causeThrottle, d.estimate*cruiseShare, detail)
+		d.record(at, causeThrottle, d.estimate*cruiseShare, fmt.Sprintf(
+			"429 while cruising under the estimate of %s%s; the rate halves until the next 429 measures it", human.Rate(d.fellFrom), why))
 	default:
 		// A probe's 429, or the one after a guess: it measures.
 		exact := d.exact()
@@ -830,8 +832,9 @@ func (d *discovery) measure(at time.Time) (float64, bool) {
 	// accepted by then, which later samples count as accepted after it,
 	// and which the provider, at rate r, refilled at most r × lag of
 	// meanwhile: the bucket is read to hold up to that many more than it
-	// did. So the bucket, empty at the last throttle, may read as holding
-	// that much at its start, and at most B plus that much at each sample.
+	// did. So the bucket, holding startLevel at the last throttle, may
+	// read as holding that much more at its start, and at most B plus
+	// that much at each sample.
 	ss, exact := d.counts(), d.exact()
 	late := d.lateCalls(ss)
 	jitter, lag := d.latency.jitter().Seconds(), d.lag.Seconds()

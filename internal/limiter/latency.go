@@ -52,6 +52,8 @@ func (l *latencies) jitter() time.Duration {
 	return l.spread
 }
 
+// update sorts a copy of the answers kept for the median and the jitter
+// when answers came since they were last computed.
 func (l *latencies) update() {
 	if !l.stale {
 		return
