@@ -420,6 +420,14 @@ func (d *discovery) throttled(at time.Time, accepted, own int64, resume time.Tim
 		// one fleet differ by much less than the step.
 		prev = phaseProbe
 	}
+	// A 429 while cruising under a window read, past its trial, came
+	// when the provider's window was full: it held the quota then.
+	var full reading
+	var held float64
+	windowFull := false
+	if prev == phaseCruise && !d.guess && d.read.window > 0 && !at.Before(d.trialUntil) {
+		full, held, windowFull = d.win.confirm(d.read, refusal{at: at, accepted: accepted})
+	}
 	switch {
 	case prev == phaseCold && refusals < trustedRefusals:
 		// The limit set is trusted: keep it, and measure the provider
@@ -469,6 +477,18 @@ func (d *discovery) throttled(at time.Time, accepted, own int64, resume time.Tim
 			"429 while cruising under the window's %s: the provider is no window of %s; back to the measured %s",
 			human.Rate(was), human.Duration(d.read.window), human.Rate(d.fallback)))
 		d.estimate, d.read, d.trialFrom, d.trialUntil = d.fallback, reading{}, time.Time{}, time.Time{}
+	case windowFull:
+		// The window refused the cruise: it holds what it held then,
+		// less than read (and at least a call less: a count that
+		// came out no lower is off by the counting's grain). Not a
+		// fall, which leaves the window far from full.
+		was := full.quota
+		full.quota = math.Max(1, math.Min(held, full.quota-1))
+		d.read, d.estimate = full, full.rate()
+		d.period = firstProbe
+		d.record(at, causeEstimate, d.estimate*cruiseShare, fmt.Sprintf(
+			"429 while cruising under %s of %s calls in %s: the window held %s when it refused; its quota is taken as %s (%s)",
+			full.kind(), human.Number(was), human.Duration(full.window), human.Number(held), human.Number(full.quota), human.Rate(d.estimate)))
 	case prev == phaseCruise && !d.guess:
 		// Unexpected: the limit fell below the estimate, or the
 		// estimate, raised by counting each answer, read a clump as a
@@ -659,11 +679,7 @@ func (d *discovery) cold(at time.Time, accepted int64) {
 func (d *discovery) measured(was float64, calls int64) string {
 	s := fmt.Sprintf("measured between two 429s on %d calls: %s", calls, human.Rate(d.estimate))
 	if d.read.window > 0 {
-		kind := "a sliding window"
-		if d.read.fixed {
-			kind = "a fixed window"
-		}
-		s = fmt.Sprintf("read from the last %d 429s, each after %s calls in %s of %s: %s", agreeing, human.Number(d.read.quota), kind, human.Duration(d.read.window), human.Rate(d.estimate))
+		s = fmt.Sprintf("read from the last %d 429s, each after %s calls in %s of %s: %s", agreeing, human.Number(d.read.quota), d.read.kind(), human.Duration(d.read.window), human.Rate(d.estimate))
 	} else if d.burst > 0 {
 		s += fmt.Sprintf(" with a bucket of %s", human.Number(d.burst))
 	}

@@ -253,6 +253,56 @@ func (w *windowLog) agree(r reading, rs []refusal, span int) (float64, bool) {
 	return lo, true
 }
 
+// confirm reports whether the refusal x confirms the window held: the
+// window before it held the held quota, and none since held more; n is
+// the calls it held. A fixed window's start was sought to a phaseSteps-th
+// of the window, and a refusal comes when the window is full, most often
+// at its very end. A start found a few milliseconds early puts such a
+// refusal in the next window, nearly empty, less than a step into it: a
+// fixed window refuses only when full, so the window that refused ends
+// after the refusal, and the start moves there. One found a step late misses the calls at the
+// window's start: the start moves a step earlier. The reading returned
+// keeps the start the refusal confirms (the provider's windows do not
+// move; the start read of them is refined at each refusal).
+func (w *windowLog) confirm(held reading, x refusal) (r reading, n float64, ok bool) {
+	if held.window == 0 {
+		return reading{}, 0, false
+	}
+	slack := windowSlack(held.quota)
+	tries := []reading{held}
+	if held.fixed {
+		if n, _, ok := w.loads(held, x); ok && n <= slack && x.at.Sub(held.start(x.at)) < held.window/phaseSteps {
+			after := held
+			after.phase = x.at.Add(time.Nanosecond)
+			tries = append(tries, after)
+		}
+		early := held
+		early.phase = held.phase.Add(-held.window / phaseSteps)
+		tries = append(tries, early)
+	}
+	for _, r := range tries {
+		n, _, ok := w.loads(r, x)
+		if ok && math.Abs(n-r.quota) <= slack && w.holds(r, r.start(x.at), r.quota+slack) {
+			return r, n, true
+		}
+	}
+	return reading{}, 0, false
+}
+
+// kind is the reading's kind of window, in words.
+func (r reading) kind() string {
+	if r.fixed {
+		return "a fixed window"
+	}
+	return "a sliding window"
+}
+
+// same reports whether r and o are the same window, a fixed window's start
+// aside (confirm refines it).
+func (r reading) same(o reading) bool {
+	return r.quota == o.quota && r.window == o.window && r.fixed == o.fixed
+}
+
 // read returns the window the refusals are consistent with, within
 // windowSlack. While a window is held, the last refusal confirms it
 // when the window before it held the held quota and no window held more.
@@ -264,11 +314,8 @@ func (w *windowLog) read(held reading) (reading, bool) {
 		return reading{}, false
 	}
 	last := w.refused[len(w.refused)-1]
-	if held.window > 0 {
-		n, _, ok := w.loads(held, last)
-		if ok && math.Abs(n-held.quota) <= windowSlack(held.quota) && w.holds(held, held.start(last.at), held.quota+windowSlack(held.quota)) {
-			return held, true
-		}
+	if r, _, ok := w.confirm(held, last); ok {
+		return r, true
 	}
 	if len(w.refused) < agreeing {
 		return reading{}, false

@@ -134,15 +134,61 @@ func TestWindowStart(t *testing.T) {
 	}
 }
 
+// TestWindowConfirmMovesAFixedStart holds a fixed window whose start was
+// read 13 ms early, and refuses a probe at the true window's very end:
+// the refusal then falls in the window held, 12 ms into it, which a
+// window refusing only when full cannot do. The start moves after the
+// refusal, and the window before it holds the quota.
+func TestWindowConfirmMovesAFixedStart(t *testing.T) {
+	t.Parallel()
+	w := &windowLog{}
+	// 200 calls a second, 2 every 10 ms, windows starting at t0.
+	for ms := 0; ms <= 2999; ms += 10 {
+		w.add(sample{at: t0.Add(time.Duration(ms) * time.Millisecond), accepted: int64(ms / 5)})
+	}
+	x := refusal{at: t0.Add(2999 * time.Millisecond), accepted: 599}
+	w.add(sample{at: x.at, accepted: x.accepted})
+	w.refuse(x.at, x.accepted)
+	held := reading{quota: 200, window: time.Second, fixed: true, phase: t0.Add(-13 * time.Millisecond)}
+	got, n, ok := w.confirm(held, x)
+	if !ok {
+		t.Fatalf("the refusal at the window's end does not confirm the window held")
+	}
+	if !got.same(held) || !got.start(x.at).Equal(x.at.Add(-time.Second).Add(time.Nanosecond)) || math.Abs(n-200) > 1 {
+		t.Fatalf("confirmed %+v with the window before the refusal starting at %v holding %g calls; want it ending at the refusal, holding 200",
+			got, got.start(x.at).Sub(t0), n)
+	}
+	// Far from the held start, the refusal says the limit changed: no
+	// move.
+	held.phase = t0.Add(-300 * time.Millisecond)
+	if r, n, ok := w.confirm(held, x); ok {
+		t.Fatalf("a refusal 300 ms into the window held confirmed it at %+v, %g calls", r, n)
+	}
+}
+
 // TestDiscoveryReadsWindows runs the nights the bucket's measure did
 // worst on, windows of a second with a 2 s Retry-After: it settled at the
 // rate the fleet cruised at (40% of a sliding log's, 53% of a fixed
-// window's), the headroom of a window looking like a bucket's.
+// window's), the headroom of a window looking like a bucket's. And two a
+// fixed window's start read a few milliseconds early lost: the probe's
+// refusal fell in the next window (the window read was dropped, the
+// bucket's measure ratcheted down a probe at a time, 64%); a quota read 1%
+// high drew a 429 each window while cruising, which halved the rate (60%).
 func TestDiscoveryReadsWindows(t *testing.T) {
 	t.Parallel()
-	for _, name := range []string{"log-1s", "window-1s"} {
-		shape := shapeNamed(name)
-		c := matrixCell{family: familyUnknown, shape: shape, rate: 200, ra: matrixRetryAfter[1], procs: 1, pattern: matrixPatterns[0]}
+	for _, tc := range []struct {
+		shape   string
+		rate    float64
+		ra      raStyle
+		latency time.Duration
+	}{
+		{"log-1s", 200, matrixRetryAfter[1], 0},
+		{"window-1s", 200, matrixRetryAfter[1], 0},
+		{"window-1s", 200, matrixRetryAfter[1], 20 * time.Millisecond},
+		{"window-1s", 1000, matrixRetryAfter[0], 200 * time.Millisecond},
+	} {
+		c := matrixCell{family: familyUnknown, shape: shapeNamed(tc.shape), rate: tc.rate, ra: tc.ra, latency: tc.latency,
+			procs: 1, pattern: matrixPatterns[0]}
 		r := simulateNight(c.spec())
 		read := false
 		for _, ch := range r.changes {
