@@ -514,9 +514,9 @@ func (d *discovery) throttled(at time.Time, accepted, own int64, resume time.Tim
 		// does: a bucket's calls may agree with a window's now and
 		// then, and a window's pause costs more (kept). A window
 		// held and confirmed is kept while the bucket says no more.
-		says := cruiseShare*r.rate() > (1+heldWithin)*m || r == held && r.rate() >= m
+		says := cruiseShare*r.rate() > (1+heldWithin)*m || r.same(held) && r.rate() >= m
 		if read && ok && says && !d.rough(at, accepted) && !at.Before(d.refutedUntil) {
-			if r != held && r.rate() > (1+heldWithin)*d.estimate {
+			if !r.same(held) && r.rate() > (1+heldWithin)*d.estimate {
 				// A new reading: on trial until the fleet has
 				// cruised at it for two windows, and for as long
 				// as a bucket of the burst measured would take to
