@@ -509,6 +509,13 @@ func (d *discovery) throttled(at time.Time, accepted, own int64, resume time.Tim
 		m, ok := d.measure(at)
 		held := d.read
 		r, read := d.win.read(held)
+		rescaled := false
+		if !read && prev == phaseSurge {
+			// The limit rose under a window held: the window
+			// kept its length, and this 429 says its new quota.
+			r, rescaled = d.win.rescaled(held, refusal{at: at, accepted: accepted})
+			read, held = rescaled, r
+		}
 		d.read = reading{}
 		// A window is read only when it says more than the bucket
 		// does: a bucket's calls may agree with a window's now and
@@ -597,7 +604,7 @@ func (d *discovery) throttled(at time.Time, accepted, own int64, resume time.Tim
 				d.guess, d.period = true, measureProbe
 			}
 			d.raised = exact && d.read.window == 0 && d.estimate > (1+heldWithin)*was
-			d.record(at, causeEstimate, d.estimate*cruiseShare, d.measured(was, accepted-d.last.accepted))
+			d.record(at, causeEstimate, d.estimate*cruiseShare, d.measured(was, accepted-d.last.accepted, rescaled))
 		}
 	}
 	d.phase = phaseCruise
@@ -675,13 +682,21 @@ func (d *discovery) cold(at time.Time, accepted int64) {
 }
 
 // measured is the history's words for a measurement between two 429s of
-// calls accepted, the estimate having been was (a guess when d.guess was).
-func (d *discovery) measured(was float64, calls int64) string {
-	s := fmt.Sprintf("measured between two 429s on %d calls: %s", calls, human.Rate(d.estimate))
-	if d.read.window > 0 {
-		s = fmt.Sprintf("read from the last %d 429s, each after %s calls in %s of %s: %s", agreeing, human.Number(d.read.quota), d.read.kind(), human.Duration(d.read.window), human.Rate(d.estimate))
-	} else if d.burst > 0 {
-		s += fmt.Sprintf(" with a bucket of %s", human.Number(d.burst))
+// calls accepted, the estimate having been was (a guess when d.guess was);
+// rescaled: the window held took the quota of the 429 that ended a surge.
+func (d *discovery) measured(was float64, calls int64, rescaled bool) string {
+	var s string
+	switch {
+	case rescaled:
+		s = fmt.Sprintf("the limit rose: %s of %s held %s calls when it refused: %s",
+			d.read.kind(), human.Duration(d.read.window), human.Number(d.read.quota), human.Rate(d.estimate))
+	case d.read.window > 0:
+		s = fmt.Sprintf("read from the last %d 429s, each after %s calls in %s of %s: %s",
+			agreeing, human.Number(d.read.quota), d.read.kind(), human.Duration(d.read.window), human.Rate(d.estimate))
+	case d.burst > 0:
+		s = fmt.Sprintf("measured between two 429s on %d calls: %s with a bucket of %s", calls, human.Rate(d.estimate), human.Number(d.burst))
+	default:
+		s = fmt.Sprintf("measured between two 429s on %d calls: %s", calls, human.Rate(d.estimate))
 	}
 	if was > 0 {
 		s += fmt.Sprintf(" (was %s)", human.Rate(was))

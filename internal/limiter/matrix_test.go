@@ -707,7 +707,7 @@ var matrixFloors = map[string]float64{
 	"unknown window-1s fall-rise calls per item":         1.037,
 	"unknown window-1s zigzag efficiency":                0.772,
 	"unknown window-1s zigzag calls per item":            1.118,
-	"unknown window-1s rise-x4 efficiency":               0.731,
+	"unknown window-1s rise-x4 efficiency":               0.773,
 	"unknown window-1s rise-x4 calls per item":           1.025,
 	"unknown window-1s-ietf steady efficiency":           0.861,
 	"unknown window-1s-ietf steady 429 share after 10 s": 0.026,

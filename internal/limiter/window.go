@@ -89,6 +89,26 @@ func (w *windowLog) refuse(at time.Time, accepted int64) {
 	}
 }
 
+// rescaled returns the window held with the quota the refusal x says,
+// when x ended a surge (the limit rose): a provider that counts its calls
+// in windows keeps their length and kind when its limit changes, and a
+// window refuses only when full, so the window before x held the new
+// quota, however the calls in it were spread. (Not so after a fall: the
+// window that refused then still held the calls the old limit allowed.)
+// ok is false when no window is held or the samples do not reach that
+// far.
+func (w *windowLog) rescaled(held reading, x refusal) (reading, bool) {
+	if held.window == 0 {
+		return reading{}, false
+	}
+	n, _, ok := w.loads(held, x)
+	if !ok || n < 1 {
+		return reading{}, false
+	}
+	held.quota = n
+	return held, true
+}
+
 // forget drops what is older than windowHorizon before now, and halves the
 // samples when they exceed maxSamples.
 func (w *windowLog) forget(now time.Time) {

@@ -226,3 +226,23 @@ func TestDiscoveryTakesBucketsForBuckets(t *testing.T) {
 		}
 	}
 }
+
+// TestDiscoveryFollowsARiseUnderAWindow raises a sliding log's limit ×4
+// after the fleet read its window: the surge that finds the rise ends in a
+// 429 when the window is full at the new quota, which is what the window
+// then holds. Measured as a bucket, the rise read as the rate the fleet
+// surged at, and three more 429s had to agree before the window was read
+// again (the rise used after 80 s).
+func TestDiscoveryFollowsARiseUnderAWindow(t *testing.T) {
+	t.Parallel()
+	c := matrixCell{family: familyUnknown, shape: shapeNamed("log-1s"), rate: 200, ra: matrixRetryAfter[0], procs: 1, pattern: matrixPatterns[1]}
+	r := simulateNight(c.spec())
+	rose := false
+	for _, ch := range r.changes {
+		rose = rose || strings.HasPrefix(ch.detail, "the limit rose: a sliding window of 1s held 19")
+	}
+	const at = 40
+	if used := r.risenBy(at, 200, len(r.series)-at); used > 15 || !rose {
+		t.Errorf("%s: the rise used after %d s, the window's new quota read %v; want <= 15 s and read\n%s", c, used, rose, formatChanges(r.changes))
+	}
+}
