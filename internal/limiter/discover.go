@@ -460,14 +460,14 @@ func (d *discovery) throttled(at time.Time, accepted, own int64, resume time.Tim
 		d.record(at, causeThrottle, d.estimate*cruiseShare, fmt.Sprintf(
 			"the provider refused the limit set twice, on too few calls (%d) to measure it: the rate halves until the next 429 measures the provider",
 			accepted-d.last.accepted))
-	case prev == phaseCruise && !d.guess && at.Before(d.trialFrom):
+	case prev == phaseCruise && !d.guess && d.read.window > 0 && at.Before(d.trialFrom):
 		// The trial starts after the first window after the pause,
 		// which holds the calls released when the pause ended, set
 		// before the window was read: keep the window read.
 		d.record(at, causeThrottle, d.estimate*cruiseShare, fmt.Sprintf(
 			"429 in the first window after the pause, before the trial of the window's %s: the calls released at its end were set before it was read",
 			human.Rate(d.estimate)))
-	case prev == phaseCruise && !d.guess && at.Before(d.trialUntil):
+	case prev == phaseCruise && !d.guess && d.read.window > 0 && at.Before(d.trialUntil):
 		// The window read is refuted: the provider is a bucket
 		// whose calls before three 429s happened to agree.
 		was := d.estimate
@@ -490,6 +490,11 @@ func (d *discovery) throttled(at time.Time, accepted, own int64, resume time.Tim
 			"429 while cruising under %s of %s calls in %s: the window held %s when it refused; its quota is taken as %s (%s)",
 			full.kind(), human.Number(was), human.Duration(full.window), human.Number(held), human.Number(full.quota), human.Rate(d.estimate)))
 	case prev == phaseCruise && !d.guess:
+		if d.read.window > 0 {
+			// A provider that counts calls in windows keeps doing
+			// so: read the new one from what follows the fall.
+			d.win.fell(at, d.estimate)
+		}
 		// Unexpected: the limit fell below the estimate, or the
 		// estimate, raised by counting each answer, read a clump as a
 		// rate: the bucket is deeper than it took.

@@ -61,6 +61,13 @@ type windowLog struct {
 	// fill too.
 	first    [len(windowSpans)]float64
 	firstSet bool
+	// since is when the limit last fell (zero: not seen to) from the
+	// rate fellFrom: when the whole log agrees with no window, the
+	// reading takes only the refusals and windows after it, which held
+	// what the new limit allows (those before held more), and only a
+	// window of a lower rate.
+	since    time.Time
+	fellFrom float64
 }
 
 // add records a sample of the fleet-wide accepted count.
@@ -107,6 +114,20 @@ func (w *windowLog) rescaled(held reading, x refusal) (reading, bool) {
 	}
 	held.quota = n
 	return held, true
+}
+
+// fell records that the limit fell at at from the rate from: the fleet
+// was refused while cruising under it. A fall may follow another before
+// the window is read again, from an estimate the first one lowered: the
+// highest rate it fell from bounds the new window.
+func (w *windowLog) fell(at time.Time, from float64) {
+	w.since, w.fellFrom = at, math.Max(w.fellFrom, from)
+}
+
+// after reports whether the window of the given span before x lies after
+// since.
+func after(x refusal, span time.Duration, since time.Time) bool {
+	return !x.at.Add(-span).Before(since)
 }
 
 // forget drops what is older than windowHorizon before now, and halves the
@@ -245,7 +266,7 @@ const agreeing = 3
 // idle: that one held more than a window would, or less. The quota is the lowest
 // count: reading a window too large costs a 429 and a pause, too small a
 // hundredth of the rate or so.
-func (w *windowLog) agree(r reading, rs []refusal, span int) (float64, bool) {
+func (w *windowLog) agree(r reading, rs []refusal, span int, since time.Time) (float64, bool) {
 	lo, hi := math.Inf(1), math.Inf(-1)
 	cameLo, cameHi := math.Inf(1), math.Inf(-1)
 	for _, x := range rs {
@@ -257,20 +278,43 @@ func (w *windowLog) agree(r reading, rs []refusal, span int) (float64, bool) {
 		cameLo, cameHi = math.Min(cameLo, came), math.Max(cameHi, came)
 	}
 	least, most := lo-windowSlack(lo), lo+windowSlack(lo)
-	if hi-lo > windowSlack(lo) || cameHi-cameLo <= windowSlack(lo) || !w.holds(r, w.samples[0].at, most) {
+	if hi-lo > windowSlack(lo) || cameHi-cameLo <= windowSlack(lo) || !w.holds(r, w.from(r, since), most) {
 		return 0, false
 	}
 	// The first refusal's span held the quota, and (before a sliding
-	// window's refusal) no more.
-	if w.first[span] < least || !r.fixed && w.first[span] > most {
+	// window's refusal) no more. Since a fall, the first is the first
+	// refusal whose window came after it.
+	first := w.first[span]
+	if !since.IsZero() {
+		for _, x := range w.refused {
+			if after(x, r.window, since) {
+				first, _, _ = w.loads(r, x)
+				break
+			}
+		}
+	}
+	if first < least || !r.fixed && first > most {
 		return 0, false
 	}
 	for _, x := range w.refused {
-		if n, _, ok := w.loads(r, x); ok && n < least {
+		if n, _, ok := w.loads(r, x); ok && n < least && after(x, r.window, since) {
 			return 0, false
 		}
 	}
 	return lo, true
+}
+
+// from is where the windows of r the reading checks start: at the first
+// sample kept, or at the first window that starts after since.
+func (w *windowLog) from(r reading, since time.Time) time.Time {
+	from := w.samples[0].at
+	if since.After(from) {
+		from = since
+		if r.fixed && r.start(from).Before(from) {
+			from = r.start(from).Add(r.window)
+		}
+	}
+	return from
 }
 
 // confirm reports whether the refusal x confirms the window held: the
@@ -280,10 +324,11 @@ func (w *windowLog) agree(r reading, rs []refusal, span int) (float64, bool) {
 // at its very end. A start found a few milliseconds early puts such a
 // refusal in the next window, nearly empty, less than a step into it: a
 // fixed window refuses only when full, so the window that refused ends
-// after the refusal, and the start moves there. One found a step late misses the calls at the
-// window's start: the start moves a step earlier. The reading returned
-// keeps the start the refusal confirms (the provider's windows do not
-// move; the start read of them is refined at each refusal).
+// after the refusal, and the start moves there. One found a step late
+// misses the calls at the window's start: the start moves a step
+// earlier. The reading returned keeps the start the refusal confirms (the
+// provider's windows do not move; the start read of them is refined at
+// each refusal).
 func (w *windowLog) confirm(held reading, x refusal) (r reading, n float64, ok bool) {
 	if held.window == 0 {
 		return reading{}, 0, false
@@ -340,14 +385,31 @@ func (w *windowLog) read(held reading) (reading, bool) {
 	if len(w.refused) < agreeing {
 		return reading{}, false
 	}
+	if r, ok := w.readSince(time.Time{}); ok {
+		return r, true
+	}
+	if w.since.IsZero() {
+		return reading{}, false
+	}
+	if r, ok := w.readSince(w.since); ok && r.rate() < w.fellFrom {
+		return r, true
+	}
+	return reading{}, false
+}
+
+// readSince returns the shortest window for which the last agreeing
+// refusals agree, from what the log holds after since (all of it when
+// zero); ok is false when none does.
+func (w *windowLog) readSince(since time.Time) (reading, bool) {
 	rs := w.refused[len(w.refused)-agreeing:]
+	last := rs[len(rs)-1]
 	for i, span := range windowSpans {
-		if _, ok := w.countAt(rs[0].at.Add(-2 * span)); !ok {
+		if _, ok := w.countAt(rs[0].at.Add(-2 * span)); !ok || !after(rs[0], span, since) {
 			break
 		}
 		best, found := reading{}, false
 		try := func(r reading) {
-			if quota, ok := w.agree(r, rs, i); ok && (!found || quota < best.quota) {
+			if quota, ok := w.agree(r, rs, i, since); ok && (!found || quota < best.quota) {
 				r.quota = quota
 				best, found = r, true
 			}

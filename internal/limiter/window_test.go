@@ -246,3 +246,25 @@ func TestDiscoveryFollowsARiseUnderAWindow(t *testing.T) {
 		t.Errorf("%s: the rise used after %d s, the window's new quota read %v; want <= 15 s and read\n%s", c, used, rose, formatChanges(r.changes))
 	}
 }
+
+// TestDiscoveryReadsAWindowAfterAFall cuts a sliding log's limit to a
+// quarter after the fleet read its window. The windows before the fall
+// held four times the new quota, which no window reading could agree
+// with until they left the log two minutes later; read from what came
+// after the fall, the new window is read within 20 s of it.
+func TestDiscoveryReadsAWindowAfterAFall(t *testing.T) {
+	t.Parallel()
+	c := matrixCell{family: familyUnknown, shape: shapeNamed("log-1s"), rate: 1000, ra: matrixRetryAfter[0],
+		latency: 20 * time.Millisecond, procs: 1, pattern: matrixPatterns[2]}
+	r := simulateNight(c.spec())
+	const fall = 40 * time.Second
+	for _, ch := range r.changes {
+		if ch.at.Sub(t0) > fall && strings.Contains(ch.detail, "sliding window of 1s") && math.Abs(ch.estimate-250) <= 0.05*250 {
+			if ch.at.Sub(t0) > fall+20*time.Second {
+				t.Errorf("%s: the new window read %v after the fall, want within 20 s", c, ch.at.Sub(t0)-fall)
+			}
+			return
+		}
+	}
+	t.Errorf("%s: the new window never read\n%s", c, formatChanges(r.changes))
+}
