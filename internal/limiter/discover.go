@@ -483,7 +483,7 @@ func (d *discovery) throttled(at time.Time, accepted, own int64, resume time.Tim
 		// came out no lower is off by the counting's grain). Not a
 		// fall, which leaves the window far from full.
 		was := full.quota
-		full.quota = math.Max(1, math.Min(held, full.quota-1))
+		full.quota = math.Max(1, math.Min(calls(held), full.quota-1))
 		d.read, d.estimate = full, full.rate()
 		d.period = firstProbe
 		d.record(at, causeEstimate, d.estimate*cruiseShare, fmt.Sprintf(

@@ -38,6 +38,12 @@ func windowSlack(quota float64) float64 {
 	return math.Max(1, 0.05*quota)
 }
 
+// calls is a count read from the samples, interpolated between them, as
+// the whole number of calls a window's quota is: the nearest, at least one.
+func calls(n float64) float64 {
+	return math.Max(1, math.Round(n))
+}
+
 // refusal is a counted throttle as the window reading keeps it: when, and
 // the fleet-wide accepted count then.
 type refusal struct {
@@ -112,7 +118,7 @@ func (w *windowLog) rescaled(held reading, x refusal) (reading, bool) {
 	if !ok || n < 1 {
 		return reading{}, false
 	}
-	held.quota = n
+	held.quota = calls(n)
 	return held, true
 }
 
@@ -301,7 +307,7 @@ func (w *windowLog) agree(r reading, rs []refusal, span int, since time.Time) (f
 			return 0, false
 		}
 	}
-	return lo, true
+	return calls(lo), true
 }
 
 // from is where the windows of r the reading checks start: at the first

@@ -174,6 +174,8 @@ func TestWindowConfirmMovesAFixedStart(t *testing.T) {
 // refusal fell in the next window (the window read was dropped, the
 // bucket's measure ratcheted down a probe at a time, 64%); a quota read 1%
 // high drew a 429 each window while cruising, which halved the rate (60%).
+// And a quota of 20 read as 20.3 calls, the counts being interpolated,
+// cruised at 20.1/s, and the trial's 429 refuted the window (73%).
 func TestDiscoveryReadsWindows(t *testing.T) {
 	t.Parallel()
 	for _, tc := range []struct {
@@ -186,6 +188,7 @@ func TestDiscoveryReadsWindows(t *testing.T) {
 		{"window-1s", 200, matrixRetryAfter[1], 0},
 		{"window-1s", 200, matrixRetryAfter[1], 20 * time.Millisecond},
 		{"window-1s", 1000, matrixRetryAfter[0], 200 * time.Millisecond},
+		{"window-1s", 20, matrixRetryAfter[0], 20 * time.Millisecond},
 	} {
 		c := matrixCell{family: familyUnknown, shape: shapeNamed(tc.shape), rate: tc.rate, ra: tc.ra, latency: tc.latency,
 			procs: 1, pattern: matrixPatterns[0]}
@@ -239,7 +242,7 @@ func TestDiscoveryFollowsARiseUnderAWindow(t *testing.T) {
 	r := simulateNight(c.spec())
 	rose := false
 	for _, ch := range r.changes {
-		rose = rose || strings.HasPrefix(ch.detail, "the limit rose: a sliding window of 1s held 19")
+		rose = rose || strings.HasPrefix(ch.detail, "the limit rose: a sliding window of 1s held") && math.Abs(ch.estimate-200) <= 0.05*200
 	}
 	const at = 40
 	if used := r.risenBy(at, 200, len(r.series)-at); used > 15 || !rose {
