@@ -174,7 +174,12 @@ type sample struct {
 // also asks whether the last ones agree with a window (see window.go);
 // when one says more than the bucket, the fleet cruises at it on trial,
 // and a 429 while cruising on trial refutes it: back to the bucket's
-// measure, and no window is read for windowHorizon.
+// measure, and no window is read for windowHorizon. Past its trial, a 429
+// while cruising that finds the window full lowers its quota to what it
+// held (the quota was read high); one that finds it far from full is a
+// fall. The window keeps its length when the limit changes: the 429 that
+// ends a surge gives its new quota (windowLog.rescaled), and after a fall
+// it is read from what follows (windowLog.fell).
 //
 // The limit set (the configured rate) is trusted until the provider refuses
 // it trustedRefusals times since it was set: the first refusal pauses the
