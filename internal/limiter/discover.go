@@ -178,8 +178,10 @@ type sample struct {
 // while cruising that finds the window full lowers its quota to what it
 // held (the quota was read high); one that finds it far from full is a
 // fall. The window keeps its length when the limit changes: the 429 that
-// ends a surge gives its new quota (windowLog.rescaled), and after a fall
-// it is read from what follows (windowLog.fell).
+// ends a surge gives its new quota (windowLog.rescaled), and after a rise
+// or a fall, once a window was read this night, it is read from what
+// follows (windowLog.rose, windowLog.fell). A probe under a window is due
+// its 429 when it has spent what the cruise leaves of the quota (kept).
 //
 // The limit set (the configured rate) is trusted until the provider refuses
 // it trustedRefusals times since it was set: the first refusal pauses the
@@ -256,6 +258,8 @@ type discovery struct {
 	trialUntil   time.Time
 	fallback     float64
 	refutedUntil time.Time
+	// windowed: a window was read this night.
+	windowed bool
 
 	// latency is how long the answers take; dated, the latency the
 	// samples are dated by (see sentBy), is its value at the last
@@ -374,7 +378,7 @@ func (d *discovery) span(s sample) {
 				// As in measure, allowing for the calls other
 				// processes reported late (here only those of
 				// this span: the later ones are not read yet).
-				d.probeLevel = math.Min(d.probeLevel, d.burst+math.Min(others(prev, s), d.estimate*d.lag.Seconds()))
+				d.probeLevel = math.Min(d.probeLevel, d.kept()+math.Min(others(prev, s), d.estimate*d.lag.Seconds()))
 			}
 			d.probeLevel += d.estimate*s.at.Sub(prev.at).Seconds() - float64(accepted-prev.accepted)
 		}
@@ -417,6 +421,11 @@ func (d *discovery) throttled(at time.Time, accepted, own int64, resume time.Tim
 	d.count(at, accepted, own)
 	at = d.sentBy(at)
 	d.win.refuse(at, accepted)
+	if prev == phaseSurge && d.windowed {
+		// A provider read as a window before keeps counting in
+		// windows: read the new one from this 429 on.
+		d.win.rose(at, d.estimate)
+	}
 	if prev == phaseCruise && d.fleetRate > (1+probeStart/2)*d.estimate && !d.hintFresh(at) {
 		// The fleet was sent above this process's estimate, past the
 		// first step of a probe, and not by the provider's headers: the
@@ -543,8 +552,9 @@ func (d *discovery) throttled(at time.Time, accepted, own int64, resume time.Tim
 				d.trialFrom = resume.Add(r.window)
 				d.trialUntil = d.trialFrom.Add(2*r.window + durationOf(drain))
 			}
-			m, d.read = r.rate(), r
+			m, d.read, d.windowed = r.rate(), r, true
 		}
+		rescaled = rescaled && d.read.window > 0
 		switch {
 		case !ok:
 			d.estimate = math.Max(d.estimate*d.decrease, d.floor())
@@ -955,8 +965,9 @@ func (d *discovery) rate(now time.Time) float64 {
 		if !now.Before(d.probeAt) {
 			d.phase, d.probeFrom = phaseProbe, now
 			// The bucket may have filled while cruising: the due 429
-			// allows for a full one.
-			d.probeLevel = d.burst
+			// allows for a full one (of a window, what the cruise
+			// leaves of its quota).
+			d.probeLevel = d.kept()
 			if d.burst == 0 {
 				d.probeLevel = d.estimate
 			}
@@ -970,7 +981,7 @@ func (d *discovery) rate(now time.Time) float64 {
 		}
 		return d.estimate * cruiseShare
 	case phaseProbe:
-		r := d.estimate*(1+probeStart) + (d.burst+probeSlope*d.estimate)*now.Sub(d.probeFrom).Seconds()
+		r := d.estimate*(1+probeStart) + (d.kept()+probeSlope*d.estimate)*now.Sub(d.probeFrom).Seconds()
 		if d.probeLevel < -math.Max(2, 0.05*d.estimate) {
 			d.phase, d.probeFrom, d.probeRate = phaseSurge, now, r
 			d.record(now, causeProbe, r, fmt.Sprintf("probe outlived the 429 due at %s: the limit rose; the rate doubles every %s until a 429",
@@ -1018,9 +1029,10 @@ func (d *discovery) takeChanges() []change {
 }
 
 // kept is the most of a pause's refill the provider keeps for the fleet to
-// spend at once when the pause ends: a bucket's burst; of a window, only
-// what the cruise leaves unused of its quota, since a window that took a
-// burst at the resume holds it for a whole window while the cruise goes on.
+// spend at once when the pause ends, and the room a probe spends above the
+// estimate before its 429 is due: a bucket's burst; of a window, only what
+// the cruise leaves unused of its quota, since a window that took a burst
+// at the resume holds it for a whole window while the cruise goes on.
 func (d *discovery) kept() float64 {
 	if d.read.window == 0 {
 		return d.burst

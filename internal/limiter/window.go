@@ -67,13 +67,10 @@ type windowLog struct {
 	// fill too.
 	first    [len(windowSpans)]float64
 	firstSet bool
-	// since is when the limit last fell (zero: not seen to) from the
-	// rate fellFrom: when the whole log agrees with no window, the
-	// reading takes only the refusals and windows after it, which held
-	// what the new limit allows (those before held more), and only a
-	// window of a lower rate.
-	since    time.Time
-	fellFrom float64
+	// changed is the limit's last change seen (zero: none): when the
+	// whole log agrees with no window, the reading takes only what
+	// came after it.
+	changed shift
 }
 
 // add records a sample of the fleet-wide accepted count.
@@ -122,18 +119,57 @@ func (w *windowLog) rescaled(held reading, x refusal) (reading, bool) {
 	return held, true
 }
 
-// fell records that the limit fell at at from the rate from: the fleet
-// was refused while cruising under it. A fall may follow another before
-// the window is read again, from an estimate the first one lowered: the
-// highest rate it fell from bounds the new window.
-func (w *windowLog) fell(at time.Time, from float64) {
-	w.since, w.fellFrom = at, math.Max(w.fellFrom, from)
+// shift is a change of the limit as the window reading takes it. After a
+// fall, the windows before it held more than the new quota allows: only
+// the 429s whose windows came after it, and the windows after it, count.
+// After a rise (the 429 that ended a surge, at), the 429s before it came
+// after fewer calls than the new quota: only it and those after count,
+// it taking the place of the night's first 429 (it too came after a
+// burst); the windows before it held less, which a window allows.
+type shift struct {
+	at   time.Time
+	rose bool
+	// from bounds the window read: after a fall, below the highest rate
+	// the limit fell from; after a rise, above the rate it rose from.
+	from float64
 }
 
-// after reports whether the window of the given span before x lies after
-// since.
-func after(x refusal, span time.Duration, since time.Time) bool {
-	return !x.at.Add(-span).Before(since)
+// fell records that the limit fell at at from the rate from: the fleet was
+// refused while cruising under it. A fall may follow another before the
+// window is read again, from an estimate the first one lowered: the
+// highest rate it fell from bounds the new window.
+func (w *windowLog) fell(at time.Time, from float64) {
+	if !w.changed.rose {
+		from = math.Max(from, w.changed.from)
+	}
+	w.changed = shift{at: at, from: from}
+}
+
+// rose records that the limit rose from the rate from, the surge that
+// found it ending in the 429 at at.
+func (w *windowLog) rose(at time.Time, from float64) {
+	w.changed = shift{at: at, rose: true, from: from}
+}
+
+// counts reports whether the refusal x counts for a window of the given
+// span after the change c.
+func (c shift) counts(x refusal, span time.Duration) bool {
+	if c.rose {
+		return !x.at.Before(c.at)
+	}
+	return !x.at.Add(-span).Before(c.at)
+}
+
+// allows reports whether a window of rate r may be read after the change
+// c.
+func (c shift) allows(r float64) bool {
+	if c.at.IsZero() {
+		return true
+	}
+	if c.rose {
+		return r > c.from
+	}
+	return r < c.from
 }
 
 // forget drops what is older than windowHorizon before now, and halves the
@@ -272,7 +308,7 @@ const agreeing = 3
 // idle: that one held more than a window would, or less. The quota is the lowest
 // count: reading a window too large costs a 429 and a pause, too small a
 // hundredth of the rate or so.
-func (w *windowLog) agree(r reading, rs []refusal, span int, since time.Time) (float64, bool) {
+func (w *windowLog) agree(r reading, rs []refusal, span int, since shift) (float64, bool) {
 	lo, hi := math.Inf(1), math.Inf(-1)
 	cameLo, cameHi := math.Inf(1), math.Inf(-1)
 	for _, x := range rs {
@@ -288,12 +324,12 @@ func (w *windowLog) agree(r reading, rs []refusal, span int, since time.Time) (f
 		return 0, false
 	}
 	// The first refusal's span held the quota, and (before a sliding
-	// window's refusal) no more. Since a fall, the first is the first
-	// refusal whose window came after it.
+	// window's refusal) no more. Since a change, the first is the first
+	// refusal that counts after it.
 	first := w.first[span]
-	if !since.IsZero() {
+	if !since.at.IsZero() {
 		for _, x := range w.refused {
-			if after(x, r.window, since) {
+			if since.counts(x, r.window) {
 				first, _, _ = w.loads(r, x)
 				break
 			}
@@ -303,7 +339,7 @@ func (w *windowLog) agree(r reading, rs []refusal, span int, since time.Time) (f
 		return 0, false
 	}
 	for _, x := range w.refused {
-		if n, _, ok := w.loads(r, x); ok && n < least && after(x, r.window, since) {
+		if n, _, ok := w.loads(r, x); ok && n < least && since.counts(x, r.window) {
 			return 0, false
 		}
 	}
@@ -311,11 +347,11 @@ func (w *windowLog) agree(r reading, rs []refusal, span int, since time.Time) (f
 }
 
 // from is where the windows of r the reading checks start: at the first
-// sample kept, or at the first window that starts after since.
-func (w *windowLog) from(r reading, since time.Time) time.Time {
+// sample kept, or after a fall at the first window that starts after it.
+func (w *windowLog) from(r reading, since shift) time.Time {
 	from := w.samples[0].at
-	if since.After(from) {
-		from = since
+	if !since.rose && since.at.After(from) {
+		from = since.at
 		if r.fixed && r.start(from).Before(from) {
 			from = r.start(from).Add(r.window)
 		}
@@ -391,26 +427,38 @@ func (w *windowLog) read(held reading) (reading, bool) {
 	if len(w.refused) < agreeing {
 		return reading{}, false
 	}
-	if r, ok := w.readSince(time.Time{}); ok {
+	if r, ok := w.readSince(shift{}); ok {
 		return r, true
 	}
-	if w.since.IsZero() {
+	if w.changed.at.IsZero() {
 		return reading{}, false
 	}
-	if r, ok := w.readSince(w.since); ok && r.rate() < w.fellFrom {
+	if r, ok := w.readSince(w.changed); ok && w.changed.allows(r.rate()) {
 		return r, true
 	}
 	return reading{}, false
 }
 
+// apart reports whether the refusals rs came at least half a window of
+// span apart: the windows before two closer ones share most of their
+// calls, and agree whatever the provider is.
+func apart(rs []refusal, span time.Duration) bool {
+	for i := 1; i < len(rs); i++ {
+		if rs[i].at.Sub(rs[i-1].at) < span/2 {
+			return false
+		}
+	}
+	return true
+}
+
 // readSince returns the shortest window for which the last agreeing
-// refusals agree, from what the log holds after since (all of it when
-// zero); ok is false when none does.
-func (w *windowLog) readSince(since time.Time) (reading, bool) {
+// refusals agree, from what the log holds after the change since (all of
+// it when zero); ok is false when none does.
+func (w *windowLog) readSince(since shift) (reading, bool) {
 	rs := w.refused[len(w.refused)-agreeing:]
 	last := rs[len(rs)-1]
 	for i, span := range windowSpans {
-		if _, ok := w.countAt(rs[0].at.Add(-2 * span)); !ok || !after(rs[0], span, since) {
+		if _, ok := w.countAt(rs[0].at.Add(-2 * span)); !ok || !since.counts(rs[0], span) || !apart(rs, span) {
 			break
 		}
 		best, found := reading{}, false

@@ -271,3 +271,59 @@ func TestDiscoveryReadsAWindowAfterAFall(t *testing.T) {
 	}
 	t.Errorf("%s: the new window never read\n%s", c, formatChanges(r.changes))
 }
+
+// TestDiscoveryProbesAWindowByItsQuota runs a sliding log of 1 s whose
+// limit zigzags between 200/s and 50/s, the window read at each level. A
+// probe under a window held is due its 429 when it has spent what the
+// cruise leaves of the quota, not a bucket's worth: predicted from the
+// bucket learned at start-up (150 calls), the probe had to outlive 150
+// calls past the quota before it took the rise for one, and each rise was
+// used after 24 s; now within 10 s.
+func TestDiscoveryProbesAWindowByItsQuota(t *testing.T) {
+	t.Parallel()
+	c := matrixCell{family: familyUnknown, shape: shapeNamed("log-1s"), rate: 200, ra: matrixRetryAfter[2], procs: 4, pattern: matrixPatterns[4]}
+	r := simulateNight(c.spec())
+	for _, at := range []int{48, 96} {
+		if used := r.risenBy(at, 200, 24); used > 10 {
+			t.Errorf("%s: the rise at %d s used after %d s, want <= 10\n%s", c, at, used, formatChanges(r.changes))
+		}
+	}
+}
+
+// TestWindowShiftCountsWhatCameAfter checks which 429s a window reading
+// takes after the limit changed: after a fall, those whose window (of the
+// span read) came wholly after it; after a rise, the 429 that ended the
+// surge and those after it; and the rates it may read.
+func TestWindowShiftCountsWhatCameAfter(t *testing.T) {
+	t.Parallel()
+	at := t0.Add(40 * time.Second)
+	x := func(d time.Duration) refusal { return refusal{at: at.Add(d)} }
+	fell := shift{at: at, from: 200}
+	rose := shift{at: at, rose: true, from: 50}
+	for _, tc := range []struct {
+		name string
+		c    shift
+		x    refusal
+		want bool
+	}{
+		{"fall: a 429 whose second began before the fall", fell, x(500 * time.Millisecond), false},
+		{"fall: a 429 a second after the fall", fell, x(time.Second), true},
+		{"rise: the surge's own 429", rose, x(0), true},
+		{"rise: a 429 before the surge's", rose, x(-time.Millisecond), false},
+		{"no change: any 429", shift{}, x(-time.Hour), true},
+	} {
+		if got := tc.c.counts(tc.x, time.Second); got != tc.want {
+			t.Errorf("%s: counts %v, want %v", tc.name, got, tc.want)
+		}
+	}
+	if !fell.allows(150) || fell.allows(250) || !rose.allows(60) || rose.allows(40) || !(shift{}).allows(1e6) {
+		t.Errorf("allows: after a fall from 200/s 150 %v 250 %v; after a rise from 50/s 60 %v 40 %v",
+			fell.allows(150), fell.allows(250), rose.allows(60), rose.allows(40))
+	}
+	// Three 429s 100 ms apart share most of a minute's calls: they agree
+	// as a minute's window whatever the provider is.
+	rs := []refusal{x(0), x(100 * time.Millisecond), x(200 * time.Millisecond)}
+	if apart(rs, time.Minute) || !apart(rs, 200*time.Millisecond) {
+		t.Errorf("apart: a minute %v, 200 ms %v; want false, true", apart(rs, time.Minute), apart(rs, 200*time.Millisecond))
+	}
+}
