@@ -305,9 +305,10 @@ const agreeing = 3
 // kept, the first one too, came after as many (a window refuses only when
 // full). A bucket's refusals that agree as a window's, after the same
 // cruise and the same pause, are refuted by its first, after a burst from
-// idle: that one held more than a window would, or less. The quota is the lowest
-// count: reading a window too large costs a 429 and a pause, too small a
-// hundredth of the rate or so.
+// idle: that one held more than a window would, or less. The quota is the
+// lowest count, in whole calls: reading a window too large costs a 429 and
+// a pause, too small a hundredth of the rate or so. After the change since
+// (when not zero), only the refusals and windows it counts are checked.
 func (w *windowLog) agree(r reading, rs []refusal, span int, since shift) (float64, bool) {
 	lo, hi := math.Inf(1), math.Inf(-1)
 	cameLo, cameHi := math.Inf(1), math.Inf(-1)
