@@ -178,10 +178,11 @@ type sample struct {
 // while cruising that finds the window full lowers its quota to what it
 // held (the quota was read high); one that finds it far from full is a
 // fall. The window keeps its length when the limit changes: the 429 that
-// ends a surge gives its new quota (windowLog.rescaled), and after a rise
-// or a fall, once a window was read this night, it is read from what
-// follows (windowLog.rose, windowLog.fell). A probe under a window is due
-// its 429 when it has spent what the cruise leaves of the quota (kept).
+// ends a surge gives its new quota (windowLog.rescaled), and it is read
+// from what follows a fall under a window held (windowLog.fell), or a rise
+// once a window was read this night (windowLog.rose). A probe under a
+// window is due its 429 when it has spent what the cruise leaves of the
+// quota (kept).
 //
 // The limit set (the configured rate) is trusted until the provider refuses
 // it trustedRefusals times since it was set: the first refusal pauses the
