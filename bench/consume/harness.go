@@ -361,6 +361,11 @@ func execute(ctx context.Context, srv *server, sp spec, o options) (result, erro
 	if waits != nil {
 		waits.stopAndPrint()
 	}
+	if o.history {
+		if err := printHistory(ctx, pool, start); err != nil {
+			return result{}, err
+		}
+	}
 	if err != nil {
 		return result{}, fmt.Errorf("consume: %w", err)
 	}
@@ -594,4 +599,28 @@ func sampleEstimate(ctx context.Context, lim *limiter.Shared) <-chan []float64 {
 		}
 	}()
 	return out
+}
+
+// printHistory prints the limiters' history of rate changes recorded since
+// start (the run's), oldest first, each at its time from start: what the
+// limit discovery did and why, to read beside the run's figures.
+func printHistory(ctx context.Context, db *pgxpool.Pool, start time.Time) error {
+	const most = 10000
+	recs, err := limiter.History(ctx, db, "", nil, most)
+	if err != nil {
+		return err
+	}
+	slices.Reverse(recs)
+	fmt.Println("  limiter history:")
+	for _, r := range recs {
+		if r.At.Before(start) {
+			continue
+		}
+		fmt.Printf("    %+8.2fs %-9s rate %9.2f estimate %9.2f burst %7.1f  %s\n",
+			r.At.Sub(start).Seconds(), r.Cause, r.Rate, r.Estimate, r.Burst, r.Detail)
+	}
+	if len(recs) == most {
+		fmt.Printf("    (the newest %d only)\n", most)
+	}
+	return nil
 }

@@ -41,6 +41,7 @@ type options struct {
 	cpuProfile  string
 	verbose     bool
 	waits       bool
+	history     bool
 	decrease    float64
 	increase    float64
 	recovery    time.Duration
@@ -65,6 +66,7 @@ func main() {
 	flag.StringVar(&o.replot, "replot", "", "only redraw the PNG beside this changing-limit CSV, then exit")
 	flag.IntVar(&o.recordBatch, "record-batch", 0, "consumer RecordBatch (0: its default; 1: a transaction per result)")
 	flag.BoolVar(&o.waits, "waits", false, "sample pg_stat_activity during each run and print what the backends waited on")
+	flag.BoolVar(&o.history, "history", false, "print each run's limiter history: every change of the rate, from the run's start, with why")
 	flag.Parse()
 
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
