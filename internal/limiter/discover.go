@@ -1001,13 +1001,19 @@ func (d *discovery) hintFresh(now time.Time) bool {
 }
 
 // refill returns how many tokens the provider's bucket gains during a pause
-// of the given length, from the estimates (1 while they are unknown): the
-// calls to spend at once when the pause ends.
+// of the given length, from the estimates (1 while they are unknown), less
+// the room the cruise after them needs: the calls to spend at once when
+// the pause ends. Released whole, they leave the provider's bucket empty,
+// and the cruise's calls reach the provider as unevenly as their answers
+// come back: calls sent on time but bunched by the answers' jitter (the
+// spread of their latency) take up to the rate times the jitter more than
+// the bucket has refilled, and each one too many is a 429.
 func (d *discovery) refill(pause time.Duration) float64 {
 	if d.burst == 0 || d.estimate == 0 || d.guess {
 		return 1
 	}
-	return math.Max(1, math.Floor(math.Min(d.kept(), d.estimate*pause.Seconds())))
+	room := d.estimate * d.latency.jitter().Seconds()
+	return math.Max(1, math.Floor(math.Min(d.kept(), d.estimate*pause.Seconds())-room))
 }
 
 // record notes a change for the history.

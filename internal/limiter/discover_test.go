@@ -642,3 +642,29 @@ func TestDiscoveryStartsAtTheFirstCall(t *testing.T) {
 		t.Errorf("%s: efficiency %.1f%%, want >= 80%%\n%s", c, 100*e, formatChanges(r.changes))
 	}
 }
+
+// TestRefillLeavesRoomForJitter releases after a pause what a bucket of 20
+// calls at 200/s refilled, less the calls the answers' jitter may bunch: at
+// 200/s, answers spread 50 ms (p90 - p10) bunch up to 10 calls, which the
+// provider's bucket, emptied by a whole release, could not take.
+func TestRefillLeavesRoomForJitter(t *testing.T) {
+	t.Parallel()
+	d := newDiscovery(DefaultDecrease, DefaultLeaseWindow)
+	d.estimate, d.burst = 200, 20
+	for range latencyKept {
+		d.answered(200 * time.Millisecond)
+	}
+	if got := d.refill(time.Second); got != 20 {
+		t.Fatalf("answers without jitter: %g released, want the whole bucket, 20", got)
+	}
+	for i := range 100 {
+		d.answered(time.Duration(100+i) * time.Millisecond)
+	}
+	if got := d.refill(time.Second); got != 10 {
+		t.Errorf("answers spread 50 ms: %g released, want 20 - 200/s × 50 ms = 10", got)
+	}
+	d.burst = 5
+	if got := d.refill(time.Second); got != 1 {
+		t.Errorf("a bucket smaller than the jitter's room: %g released, want 1", got)
+	}
+}
