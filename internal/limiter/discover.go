@@ -706,7 +706,7 @@ func (d *discovery) cold(at time.Time, accepted int64) {
 // calls accepted, the estimate having been was (a guess when d.guess was);
 // rescaled: the window held took the quota of the 429 that ended a surge.
 func (d *discovery) measured(was float64, calls int64, rescaled bool) string {
-	var s string
+	s := fmt.Sprintf("measured between two 429s on %d calls: %s", calls, human.Rate(d.estimate))
 	switch {
 	case rescaled:
 		s = fmt.Sprintf("the limit rose: %s of %s held %s calls when it refused: %s",
@@ -715,9 +715,7 @@ func (d *discovery) measured(was float64, calls int64, rescaled bool) string {
 		s = fmt.Sprintf("read from the last %d 429s, each after %s calls in %s of %s: %s",
 			agreeing, human.Number(d.read.quota), d.read.kind(), human.Duration(d.read.window), human.Rate(d.estimate))
 	case d.burst > 0:
-		s = fmt.Sprintf("measured between two 429s on %d calls: %s with a bucket of %s", calls, human.Rate(d.estimate), human.Number(d.burst))
-	default:
-		s = fmt.Sprintf("measured between two 429s on %d calls: %s", calls, human.Rate(d.estimate))
+		s += fmt.Sprintf(" with a bucket of %s", human.Number(d.burst))
 	}
 	if was > 0 {
 		s += fmt.Sprintf(" (was %s)", human.Rate(was))

@@ -377,20 +377,29 @@ func (w *windowLog) confirm(held reading, x refusal) (r reading, n float64, ok b
 		return reading{}, 0, false
 	}
 	slack := windowSlack(held.quota)
-	tries := []reading{held}
-	if held.fixed {
-		if n, _, ok := w.loads(held, x); ok && n <= slack && x.at.Sub(held.start(x.at)) < held.window/phaseSteps {
-			after := held
-			after.phase = x.at.Add(time.Nanosecond)
-			tries = append(tries, after)
-		}
-		early := held
-		early.phase = held.phase.Add(-held.window / phaseSteps)
-		tries = append(tries, early)
+	confirms := func(r reading, n float64) bool {
+		return math.Abs(n-r.quota) <= slack && w.holds(r, r.start(x.at), r.quota+slack)
 	}
-	for _, r := range tries {
-		n, _, ok := w.loads(r, x)
-		if ok && math.Abs(n-r.quota) <= slack && w.holds(r, r.start(x.at), r.quota+slack) {
+	n, _, ok = w.loads(held, x)
+	if !ok {
+		return reading{}, 0, false
+	}
+	if confirms(held, n) {
+		return held, n, true
+	}
+	if !held.fixed {
+		return reading{}, 0, false
+	}
+	var tries []reading
+	if n <= slack && x.at.Sub(held.start(x.at)) < held.window/phaseSteps {
+		after := held
+		after.phase = x.at.Add(time.Nanosecond)
+		tries = append(tries, after)
+	}
+	early := held
+	early.phase = held.phase.Add(-held.window / phaseSteps)
+	for _, r := range append(tries, early) {
+		if n, _, ok := w.loads(r, x); ok && confirms(r, n) {
 			return r, n, true
 		}
 	}
