@@ -809,7 +809,9 @@ func (d *discovery) learnBurst(at time.Time) {
 		}
 		d.burst = math.Max(b, 1)
 		d.learned = true
-		if m, ok := d.measure(at); ok {
+		if m, ok := d.measure(at); ok && d.read.window == 0 {
+			// (A window read gives the rate: the burst only
+			// bounds what the fleet spends at a resume.)
 			d.estimate = m
 		}
 	}

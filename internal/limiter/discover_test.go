@@ -4,6 +4,8 @@ import (
 	"cmp"
 	"fmt"
 	"math"
+	"regexp"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -666,5 +668,37 @@ func TestRefillLeavesRoomForJitter(t *testing.T) {
 	d.burst = 5
 	if got := d.refill(time.Second); got != 1 {
 		t.Errorf("a bucket smaller than the jitter's room: %g released, want 1", got)
+	}
+}
+
+// TestWindowReadingGivesTheRate: a start-up whose first measure agrees
+// with a window keeps the window's rate when it learns the burst. Measured
+// again with the burst learned, the estimate came out as a bucket's
+// (1.16/s) while the window read (a call a second) stayed held, and the
+// history said one rate while the fleet ran at the other.
+func TestWindowReadingGivesTheRate(t *testing.T) {
+	t.Parallel()
+	read := regexp.MustCompile(`each after ([\d,.]+) calls in a (?:fixed|sliding) window of (\d+)s: ([\d,.]+)/s`)
+	number := func(s string) float64 {
+		f, _ := strconv.ParseFloat(strings.ReplaceAll(s, ",", ""), 64)
+		return f
+	}
+	c := matrixCell{family: familyUnknown, shape: shapeNamed("bucket-1call"), rate: 5, ra: matrixRetryAfter[0],
+		latency: 20 * time.Millisecond, procs: 1, pattern: matrixPatterns[1]}
+	r := simulateNight(c.spec())
+	seen := false
+	for _, ch := range r.changes {
+		m := read.FindStringSubmatch(ch.detail)
+		if m == nil {
+			continue
+		}
+		seen = true
+		quota, window := number(m[1]), number(m[2])
+		if want := quota / window; math.Abs(ch.estimate-want) > 0.01*want {
+			t.Errorf("%s: %s: estimate %.3g/s, want the window's %.3g/s", c, ch.detail, ch.estimate, want)
+		}
+	}
+	if !seen {
+		t.Fatalf("%s: no window read\n%s", c, formatChanges(r.changes))
 	}
 }
