@@ -163,8 +163,9 @@ type sample struct {
 // A 429 while cruising means the limit fell: the rate halves and a probe
 // follows within measureProbe, so the next 429 measures the new rate. So
 // does a first 429 after the configured rate held for heldFor. For
-// comebackWatch after a fall, while the estimate stays under comebackShare
-// of the rate before it, the probes come every comebackProbe after a pause
+// comebackWatch after a fall (the latest; while it watches, for the rate
+// before the first), while the estimate stays under comebackShare of that
+// rate, the probes come every comebackProbe after a pause
 // when they cost only their 429s (firstProbe when they cost part of a
 // pause): limits that drop tend to come back.
 //
@@ -513,7 +514,7 @@ func (d *discovery) throttled(at time.Time, accepted, own int64, resume time.Tim
 		// Unexpected: the limit fell below the estimate, or the
 		// estimate, raised by counting each answer, read a clump as a
 		// rate: the bucket is deeper than it took.
-		d.fellFrom, d.fellAt = d.estimate, at
+		d.fell(at)
 		d.estimate, d.guess = math.Max(d.estimate*d.decrease, d.floor()), true
 		d.period = measureProbe
 		why := ": the limit fell"
@@ -586,7 +587,7 @@ func (d *discovery) throttled(at time.Time, accepted, own int64, resume time.Tim
 			// watch for the comeback of a real fall.
 			grain := math.Max(heldWithin, 1/float64(max(accepted-d.last.accepted, 1)))
 			if !d.guess && m < (1-grain)*d.estimate {
-				d.fellFrom, d.fellAt = d.estimate, at
+				d.fell(at)
 			}
 			startUp := d.burst == 0 && !d.coldTo.at.IsZero()
 			d.estimate, d.guess = math.Max(m, d.floor()), false
@@ -752,6 +753,19 @@ func (d *discovery) longestPeriod(pause time.Duration) time.Duration {
 // bucket cannot hold what it refills meanwhile) rather than only its 429s.
 func (d *discovery) costly(pause time.Duration) bool {
 	return d.burst == 0 || d.kept() < 0.9*d.estimate*pause.Seconds()
+}
+
+// fell records that the limit fell at at from the estimate. The comeback
+// watch looks for the rate before the fall: a further fall while it
+// watches keeps the higher rate it looks for (a limit that stepped down
+// twice comes back as readily as one that fell at once), and the watch
+// goes on from the latest fall.
+func (d *discovery) fell(at time.Time) {
+	from := d.estimate
+	if d.comingBack(at) {
+		from = math.Max(from, d.fellFrom)
+	}
+	d.fellFrom, d.fellAt = from, at
 }
 
 // comingBack reports whether at is within comebackWatch of a fall of the

@@ -702,3 +702,30 @@ func TestWindowReadingGivesTheRate(t *testing.T) {
 		t.Fatalf("%s: no window read\n%s", c, formatChanges(r.changes))
 	}
 }
+
+// TestDiscoveryWatchKeepsTheRateBeforeTheFall: the limit fell from 240/s,
+// and a measure inside the comeback watch found it a little lower again.
+// The watch goes on looking for 240/s: taking the second, smaller fall's
+// rate as the one to come back to, it ended at once (the estimate was
+// within a tenth of it) and the probes spaced out to 20 s while the limit
+// was still a quarter of what it had been.
+func TestDiscoveryWatchKeepsTheRateBeforeTheFall(t *testing.T) {
+	t.Parallel()
+	d := newDiscovery(DefaultDecrease, DefaultLeaseWindow)
+	d.estimate = 240
+	d.fell(t0)
+	d.estimate = 62
+	d.fell(t0.Add(5 * time.Second))
+	d.estimate = 59
+	if d.fellFrom != 240 || !d.comingBack(t0.Add(10*time.Second)) {
+		t.Errorf("after a fall from 240/s and another from 62/s: watching for %g/s, coming back %v; want 240/s, true",
+			d.fellFrom, d.comingBack(t0.Add(10*time.Second)))
+	}
+	if !d.comingBack(t0.Add(5*time.Second + comebackWatch - time.Millisecond)) {
+		t.Errorf("the watch ended before %v after the latest fall", comebackWatch)
+	}
+	d.estimate = 230
+	if d.comingBack(t0.Add(20 * time.Second)) {
+		t.Errorf("still watching at 230/s, within a tenth of 240/s")
+	}
+}
