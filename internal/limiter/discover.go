@@ -154,20 +154,22 @@ type sample struct {
 // the first 429 give B once R is known.
 //
 // Between probes the rate cruises at cruiseShare of the estimate. A probe
-// rises above it; its 429 measures the rate again. When it finds the same
-// rate the probe period doubles (from firstProbe up to the period at which
-// probes cost probeShare of the calls: longestPeriod); after a change
-// it starts again at firstProbe. A probe that outlives the moment its 429
-// was due (more calls accepted than the estimate and B allow) has found a
-// raised limit and doubles the rate every surgeDoubling until the 429 comes.
-// A 429 while cruising means the limit fell: the rate halves and a probe
-// follows within measureProbe, so the next 429 measures the new rate. So
-// does a first 429 after the configured rate held for heldFor. For
-// comebackWatch after a fall (the latest; while it watches, for the rate
-// before the first), while the estimate stays under comebackShare of that
-// rate, the probes come every comebackProbe after a pause
-// when they cost only their 429s (firstProbe when they cost part of a
-// pause): limits that drop tend to come back.
+// rises above it; its 429 measures the rate again. It first spends the
+// level the span has followed since the last 429, at a rate that comes
+// down as that runs out (see probing), so that few calls are refused with
+// its 429. When it finds the same rate the probe period doubles (from
+// firstProbe up to the period at which probes cost probeShare of the
+// calls: longestPeriod); after a change it starts again at firstProbe. A
+// probe that outlives the moment its 429 was due (more calls accepted than
+// the estimate and B allow) has found a raised limit and doubles the rate
+// every surgeDoubling until the 429 comes. A 429 while cruising means the
+// limit fell: the rate halves and a probe follows within measureProbe, so
+// the next 429 measures the new rate. So does a first 429 after the
+// configured rate held for heldFor. For comebackWatch after a fall (the
+// latest; while it watches, for the rate before the first), while the
+// estimate stays under comebackShare of that rate, the probes come every
+// comebackProbe after a pause when they cost only their 429s (firstProbe
+// when they cost part of a pause): limits that drop tend to come back.
 //
 // A window of calls (at most N in any W, or in each W from some start)
 // reads as a bucket refilled at whatever rate the fleet cruises at, and
@@ -244,6 +246,16 @@ type discovery struct {
 	probeFrom  time.Time     // probe or surge started
 	probeRate  float64       // rate when the surge started
 	probeLevel float64       // predicted bucket level, for the due 429
+	// probeFull is probeLevel when the probe started: what a full
+	// bucket would let through above the estimate.
+	probeFull float64
+	// probeFill is the level the span had followed to the probe's start
+	// (0: none to spend; see probing), probeSpent when the probe had
+	// spent it without a 429 (zero before), and probeSent the rate the
+	// probe sent above the estimate meanwhile.
+	probeFill  float64
+	probeSpent time.Time
+	probeSent  rateSteps
 
 	hintRate float64
 	hintAt   time.Time
@@ -982,11 +994,29 @@ func (d *discovery) rate(now time.Time) float64 {
 			// The bucket may have filled while cruising: the due 429
 			// allows for a full one (of a window, what the cruise
 			// leaves of its quota).
+			followed := d.probeLevel
 			d.probeLevel = d.kept()
 			if d.burst == 0 {
 				d.probeLevel = d.estimate
 			}
-			d.record(now, causeProbe, d.estimate*(1+probeStart), fmt.Sprintf("probe starts: the rate rises above the estimate of %s until a 429", human.Rate(d.estimate)))
+			d.probeFull, d.probeSpent, d.probeSent = d.probeLevel, time.Time{}, d.probeSent[:0]
+			d.probeFill = 0
+			// The level followed is a bucket's when the estimate and
+			// the burst measure one (not a guess, no window read this
+			// night), and worth spending first when it is more than
+			// the calls the leases and the answers keep in flight.
+			if !d.guess && !d.windowed && d.burst > 0 {
+				d.probeFill = math.Max(0, math.Min(followed, d.probeLevel))
+			}
+			if d.probeFill < d.estimate*(d.lag+d.dated).Seconds() {
+				d.probeFill = 0
+			}
+			why := fmt.Sprintf("probe starts: the rate rises above the estimate of %s until a 429", human.Rate(d.estimate))
+			if d.probeFill > 0 {
+				why = fmt.Sprintf("probe starts: the %s calls the provider's bucket should hold are spent first, then the rate rises above the estimate of %s until a 429",
+					human.Number(d.probeFill), human.Rate(d.estimate))
+			}
+			d.record(now, causeProbe, d.estimate*(1+probeStart), why)
 			return d.rate(now)
 		}
 		if now.Before(d.trialFrom) {
@@ -996,7 +1026,7 @@ func (d *discovery) rate(now time.Time) float64 {
 		}
 		return d.estimate * cruiseShare
 	case phaseProbe:
-		r := d.estimate*(1+probeStart) + (d.kept()+probeSlope*d.estimate)*now.Sub(d.probeFrom).Seconds()
+		r := d.probing(now)
 		if d.probeLevel < -math.Max(2, 0.05*d.estimate) {
 			d.phase, d.probeFrom, d.probeRate = phaseSurge, now, r
 			d.record(now, causeProbe, r, fmt.Sprintf("probe outlived the 429 due at %s: the limit rose; the rate doubles every %s until a 429",
@@ -1006,6 +1036,76 @@ func (d *discovery) rate(now time.Time) float64 {
 	default:
 		return d.probeRate * math.Exp2(now.Sub(d.probeFrom).Seconds()/surgeDoubling.Seconds())
 	}
+}
+
+// probing is a probe's rate at now: the estimate's first step and the
+// ramp above it (probeSlope of the estimate and the kept level a second),
+// which spends a full bucket with its 429 due within about 1.5 s. While the
+// level the span followed to the probe's start (probeFill) is not spent,
+// the rate above the first step is also held to what spends the rest of it
+// within the leases' and the answers' delay, left / (lag + latency): it
+// comes down as the level runs out, and the 429 that comes when it does
+// finds the rate barely above the provider's. The calls the fleet sent
+// above the provider's rate while that 429 was on its way are refused with
+// it, about (rate − R) × latency of them: with the ramp still climbing
+// there, a sizable share of the rate. Once the level is spent without a
+// 429 (the provider holds more: its bucket or its rate is larger than
+// measured), the ramp starts again from the first step, for the rest of a
+// full bucket.
+func (d *discovery) probing(now time.Time) float64 {
+	first := d.estimate * (1 + probeStart)
+	if d.probeSpent.IsZero() {
+		if left := d.probeLeft(now); left >= 1 && d.probeFill > 0 {
+			e := math.Min(left/(d.lag+d.dated).Seconds(), d.ramp(d.kept(), now.Sub(d.probeFrom)))
+			d.probeSent.add(now, e)
+			return first + e
+		}
+		d.probeSpent = now
+	}
+	return first + d.ramp(d.kept()-d.probeFill, now.Sub(d.probeSpent))
+}
+
+// ramp is how far a probe's rate has risen above its first step t after it
+// started from there with level to spend.
+func (d *discovery) ramp(level float64, t time.Duration) float64 {
+	return (level + probeSlope*d.estimate) * t.Seconds()
+}
+
+// probeLeft is what the level the span followed to the probe's start has
+// left at now: less what the answers say the probe has spent since, and
+// less what it sent since the calls they count (a latency before now, a
+// lease more for the other processes' calls).
+func (d *discovery) probeLeft(now time.Time) float64 {
+	return d.probeFill - (d.probeFull - d.probeLevel) - d.probeSent.since(d.sentBy(now).Add(-d.lag), now)
+}
+
+// rateStep is a rate in force from a time on.
+type rateStep struct {
+	at   time.Time
+	rate float64
+}
+
+// rateSteps is a rate over time, each step in force until the next one.
+type rateSteps []rateStep
+
+// add sets the rate from at on.
+func (s *rateSteps) add(at time.Time, rate float64) {
+	*s = append(*s, rateStep{at, rate})
+}
+
+// since returns the calls the steps send from from to now.
+func (s rateSteps) since(from, now time.Time) float64 {
+	calls := 0.0
+	for i, st := range s {
+		until := now
+		if i+1 < len(s) {
+			until = s[i+1].at
+		}
+		if a := maxTime(st.at, from); until.After(a) {
+			calls += st.rate * until.Sub(a).Seconds()
+		}
+	}
+	return calls
 }
 
 // hintFresh reports whether a rate read from response headers paces the

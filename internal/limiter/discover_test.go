@@ -161,6 +161,20 @@ func simWindow(series []simSecond, from, to int) (calls, throttled, accepted int
 	return calls, throttled, accepted
 }
 
+// simObeyed mirrors the matrix's fall obeyed (nightResult.obeyedBy):
+// seconds after at until three whole seconds draw at most 10% of limit's
+// calls in 429s, and the two of a probe. After a fall the provider's bucket
+// still holds what the old limit refilled, which the probes spend in
+// lumps: the calls accepted say nothing of whether the fall was obeyed.
+func simObeyed(series []simSecond, at int, limit float64, span int) int {
+	for s := at; s+3 <= at+span; s++ {
+		if _, throttled, _ := simWindow(series, s, s+3); float64(throttled) <= 0.1*limit*3+2 {
+			return s - at
+		}
+	}
+	return span
+}
+
 // simRecovery mirrors the benchmark: seconds after at until three whole
 // seconds average within 10% of limit with few 429s.
 func simRecovery(series []simSecond, at int, limit float64, span int) int {
@@ -258,7 +272,7 @@ func TestDiscoveryChanging(t *testing.T) {
 		rates      []float64
 		length     time.Duration
 		efficiency float64
-		within     []int   // seconds to within 10% of each new rate
+		within     []int   // seconds to within 10% of each new rate (a fall: to obey it)
 		burst      int     // the provider's; 0: the highest rate
 		ceiling    float64 // the configured rate; 0: three times the highest
 	}{
@@ -322,6 +336,14 @@ func TestDiscoveryChanging(t *testing.T) {
 				if i+2 < len(tc.at) {
 					span = int(tc.at[i+2]/s) - at
 				}
+				if tc.rates[i+1] < tc.rates[i] {
+					got := simObeyed(r.series, at, tc.rates[i+1], span)
+					t.Logf("%s: fall to %v/s obeyed after %d s", tc.name, tc.rates[i+1], got)
+					if got > want {
+						t.Errorf("fall to %v/s obeyed after %d s, want <= %d", tc.rates[i+1], got, want)
+					}
+					continue
+				}
 				got := simRecovery(r.series, at, tc.rates[i+1], span)
 				t.Logf("%s: within 10%% of %v/s after %d s", tc.name, tc.rates[i+1], got)
 				if got > want {
@@ -345,9 +367,10 @@ func TestDiscoveryWatchesForAComeback(t *testing.T) {
 		longest time.Duration // the longest gap between probes in the watch
 		least   time.Duration // the shortest longest gap after it
 	}{
-		// A gap is the probe (up to 1.5 s; 3 s when it surges), its
-		// pause (1 s) and the period.
-		{"cheap probes", 300, 3500 * time.Millisecond, 5 * time.Second},
+		// A gap is the probe (up to 1.8 s: spending a full bucket,
+		// slower as the level it holds runs out; 3 s when it surges),
+		// its pause (1 s) and the period.
+		{"cheap probes", 300, 3800 * time.Millisecond, 5 * time.Second},
 		// A bucket of 5 calls: every probe costs most of a pause.
 		{"dear probes", 5, 9 * time.Second, 10 * time.Second},
 	} {
@@ -727,5 +750,31 @@ func TestDiscoveryWatchKeepsTheRateBeforeTheFall(t *testing.T) {
 	d.estimate = 230
 	if d.comingBack(t0.Add(20 * time.Second)) {
 		t.Errorf("still watching at 230/s, within a tenth of 240/s")
+	}
+}
+
+// TestProbeSpendsTheFollowedLevelFirst runs buckets of 1 s and 5 s of the
+// rate, answers taking 200 ms. Between probes the span follows the
+// provider's level, and a probe spends it first at a rate that comes down
+// as it runs out, so the 429 that ends it finds the rate near the
+// provider's: a call or two refused with it. Ramping up to the moment the
+// bucket ran out, a probe met its 429 at two and a half times the rate,
+// and the 200 ms of calls in flight were refused with it: 4-5% of the
+// calls after the first 10 s.
+func TestProbeSpendsTheFollowedLevelFirst(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		shape string
+		ra    raStyle
+	}{
+		{"bucket-1s", matrixRetryAfter[0]},
+		{"bucket-5s", matrixRetryAfter[1]},
+	} {
+		c := matrixCell{family: familyUnknown, shape: shapeNamed(tc.shape), rate: 200, ra: tc.ra,
+			latency: 200 * time.Millisecond, procs: 1, pattern: matrixPatterns[0]}
+		r := simulateNight(c.spec())
+		if share := r.throttleShare(10); share > 0.01 {
+			t.Errorf("%s: %.1f%% of the calls after 10 s answered 429, want <= 1%%\n%s", c, 100*share, formatChanges(r.changes))
+		}
 	}
 }
