@@ -199,8 +199,8 @@ func shapeAbout(c providersim.Config) string {
 // runs: the bucket sizes the old discovery did worst on (20 and 2 calls at
 // 200/s), a sliding log, fixed windows of a second with and without the
 // IETF RateLimit fields, a leaky bucket, an exact Retry-After, none, a
-// latency, and the exact limit told (of a bucket, and of a window with
-// fields).
+// latency (with a bucket of 20 and of a second of the rate), and the
+// exact limit told (of a bucket, and of a window with fields).
 func shapeScenarios() []scenario {
 	bucket := func(b int) providersim.Config {
 		return providersim.Config{Algorithm: providersim.TokenBucket, Burst: b}
@@ -211,6 +211,8 @@ func shapeScenarios() []scenario {
 	absent.RetryAfter = providersim.RetryAfterAbsent
 	slow := bucket(20)
 	slow.Latency = providersim.Latency{Fixed: 200 * time.Millisecond}
+	slowSecond := bucket(200)
+	slowSecond.Latency = slow.Latency
 	window := providersim.Config{Algorithm: providersim.FixedWindow, Window: time.Second}
 	fields := window
 	fields.RateLimitHeaders = true
@@ -221,6 +223,7 @@ func shapeScenarios() []scenario {
 		shapeScenario("bucket-20-exact", 200, 3, 40, exact),
 		shapeScenario("bucket-20-absent", 200, 3, 40, absent),
 		shapeScenario("bucket-20-latency-200ms", 200, 3, 40, slow),
+		shapeScenario("bucket-200-latency-200ms", 200, 3, 40, slowSecond),
 		shapeScenario("log-1s", 200, 3, 40, providersim.Config{Algorithm: providersim.SlidingLog, Window: time.Second}),
 		shapeScenario("window-1s", 200, 3, 40, window),
 		shapeScenario("window-1s-ietf", 200, 3, 40, fields),
