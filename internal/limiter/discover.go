@@ -283,7 +283,7 @@ type discovery struct {
 	// fleetRate is the rate the fleet was sent at when last observed.
 	fleetRate float64
 
-	fellFrom float64   // the estimate before the limit last fell
+	fellFrom float64   // the rate the comeback watch looks for (see fell)
 	fellAt   time.Time // when
 
 	changes []change // not yet written to the history
@@ -526,6 +526,7 @@ func (d *discovery) throttled(at time.Time, accepted, own int64, resume time.Tim
 		// Unexpected: the limit fell below the estimate, or the
 		// estimate, raised by counting each answer, read a clump as a
 		// rate: the bucket is deeper than it took.
+		was := d.estimate
 		d.fell(at)
 		d.estimate, d.guess = math.Max(d.estimate*d.decrease, d.floor()), true
 		d.period = measureProbe
@@ -535,7 +536,7 @@ func (d *discovery) throttled(at time.Time, accepted, own int64, resume time.Tim
 			why = fmt.Sprintf(", which the last 429 raised: the limit fell, or the bucket is deeper than measured (now %s calls)", human.Number(d.burst+d.depth))
 		}
 		d.record(at, causeThrottle, d.estimate*cruiseShare, fmt.Sprintf(
-			"429 while cruising under the estimate of %s%s; the rate halves until the next 429 measures it", human.Rate(d.fellFrom), why))
+			"429 while cruising under the estimate of %s%s; the rate halves until the next 429 measures it", human.Rate(was), why))
 	default:
 		// A probe's 429, or the one after a guess: it measures.
 		exact := d.exact()

@@ -9,6 +9,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/reconcile/reconcile/internal/human"
 )
 
 // simSecond is one second of a simulated run, as the provider saw it.
@@ -776,5 +778,30 @@ func TestProbeSpendsTheFollowedLevelFirst(t *testing.T) {
 		if share := r.throttleShare(10); share > 0.01 {
 			t.Errorf("%s: %.1f%% of the calls after 10 s answered 429, want <= 1%%\n%s", c, 100*share, formatChanges(r.changes))
 		}
+	}
+}
+
+// TestFallNamesTheEstimateItFellFrom: the history's words for a 429 while
+// cruising name the estimate the fleet cruised under, not the rate the
+// comeback watch looks for (a sliding log of 10 s read as a bucket falls
+// again and again inside one watch: each fall was said to be from the
+// limit set, 600/s, while the fleet cruised at 504/s and 462/s).
+func TestFallNamesTheEstimateItFellFrom(t *testing.T) {
+	t.Parallel()
+	c := matrixCell{family: familyUnknown, shape: shapeNamed("log-10s"), rate: 200, ra: matrixRetryAfter[0],
+		latency: 20 * time.Millisecond, procs: 1, pattern: matrixPatterns[0]}
+	r := simulateNight(c.spec())
+	falls := 0
+	for i, ch := range r.changes {
+		if i == 0 || !strings.HasPrefix(ch.detail, "429 while cruising under the estimate of ") {
+			continue
+		}
+		falls++
+		if was := human.Rate(r.changes[i-1].estimate); !strings.HasPrefix(ch.detail, "429 while cruising under the estimate of "+was) {
+			t.Errorf("%s: %q after an estimate of %s", c, ch.detail, was)
+		}
+	}
+	if falls < 2 {
+		t.Fatalf("%s: %d falls, want at least two\n%s", c, falls, formatChanges(r.changes))
 	}
 }
