@@ -461,19 +461,49 @@ func apart(rs []refusal, span time.Duration) bool {
 	return true
 }
 
+// spread returns the last refusal and, going back, the agreeing − 1 before
+// it that each came at least half a window of span before the one taken
+// after it, oldest first; nil when the log holds too few.
+func spread(refused []refusal, span time.Duration) []refusal {
+	rs := make([]refusal, agreeing)
+	k := agreeing - 1
+	rs[k] = refused[len(refused)-1]
+	for i := len(refused) - 2; i >= 0 && k > 0; i-- {
+		if rs[k].at.Sub(refused[i].at) >= span/2 {
+			k--
+			rs[k] = refused[i]
+		}
+	}
+	if k > 0 {
+		return nil
+	}
+	return rs
+}
+
 // readSince returns the shortest window for which the last agreeing
 // refusals agree, from what the log holds after the change since (all of
-// it when zero); ok is false when none does.
+// it when zero); ok is false when none does. When the last ones are not
+// apart for a span (a cruise's 429 a few seconds after each probe's, under
+// a long window), those spread half a window apart are read instead, for
+// a quota of at least fewCalls: of fewer, a call's slack is too wide for
+// three refusals chosen among many to say anything (a bucket of one call
+// agrees with a window of one).
 func (w *windowLog) readSince(since shift) (reading, bool) {
-	rs := w.refused[len(w.refused)-agreeing:]
-	last := rs[len(rs)-1]
+	last := w.refused[len(w.refused)-1]
 	for i, span := range windowSpans {
-		if _, ok := w.countAt(rs[0].at.Add(-2 * span)); !ok || !since.counts(rs[0], span) || !apart(rs, span) {
+		rs, least := w.refused[len(w.refused)-agreeing:], 0.0
+		if !apart(rs, span) {
+			rs, least = spread(w.refused, span), fewCalls
+		}
+		if rs == nil {
+			break
+		}
+		if _, ok := w.countAt(rs[0].at.Add(-2 * span)); !ok || !since.counts(rs[0], span) {
 			break
 		}
 		best, found := reading{}, false
 		try := func(r reading) {
-			if quota, ok := w.agree(r, rs, i, since); ok && (!found || quota < best.quota) {
+			if quota, ok := w.agree(r, rs, i, since); ok && quota >= least && (!found || quota < best.quota) {
 				r.quota = quota
 				best, found = r, true
 			}

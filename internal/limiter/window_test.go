@@ -2,6 +2,7 @@ package limiter
 
 import (
 	"math"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -325,5 +326,40 @@ func TestWindowShiftCountsWhatCameAfter(t *testing.T) {
 	rs := []refusal{x(0), x(100 * time.Millisecond), x(200 * time.Millisecond)}
 	if apart(rs, time.Minute) || !apart(rs, 200*time.Millisecond) {
 		t.Errorf("apart: a minute %v, 200 ms %v; want false, true", apart(rs, time.Minute), apart(rs, 200*time.Millisecond))
+	}
+}
+
+// TestDiscoveryReadsAWindowBetweenCloseRefusals runs a sliding log of 10 s
+// at 1,000/s read as a bucket: each probe's 429 is followed about 5 s later
+// by a cruise's, so the last three 429s are never half a window apart and
+// read no window; the reading now takes the last one and those at least
+// half a window before the one taken after them (92.0% before, 9.2% of
+// the calls answered 429).
+func TestDiscoveryReadsAWindowBetweenCloseRefusals(t *testing.T) {
+	t.Parallel()
+	c := matrixCell{family: familyUnknown, shape: shapeNamed("log-10s"), rate: 1000, ra: matrixRetryAfter[2],
+		latency: 20 * time.Millisecond, procs: 1, pattern: matrixPatterns[0]}
+	r := simulateNight(c.spec())
+	read := false
+	for _, ch := range r.changes {
+		read = read || strings.Contains(ch.detail, "sliding window of 10s")
+	}
+	if e := r.efficiency(); e < 0.95 || !read {
+		t.Errorf("%s: efficiency %.1f%%, window read %v; want >= 95%% and read\n%s", c, 100*e, read, formatChanges(r.changes))
+	}
+}
+
+// TestSpreadSkipsCloseRefusals: refusals every 10 s and one between, 4.9 s
+// after: a window of 10 s is read from the last one and those at least
+// 5 s before the one taken after them.
+func TestSpreadSkipsCloseRefusals(t *testing.T) {
+	t.Parallel()
+	x := func(s float64) refusal { return refusal{at: t0.Add(durationOf(s))} }
+	rs := []refusal{x(10), x(15.5), x(20.5), x(26), x(30.9)}
+	if got, want := spread(rs, 10*time.Second), []refusal{x(15.5), x(20.5), x(30.9)}; !slices.Equal(got, want) {
+		t.Errorf("spread over 10 s: %v, want %v", got, want)
+	}
+	if got := spread(rs, time.Minute); got != nil {
+		t.Errorf("spread over a minute: %v, want none", got)
 	}
 }
