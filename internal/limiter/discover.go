@@ -246,9 +246,6 @@ type discovery struct {
 	probeFrom  time.Time     // probe or surge started
 	probeRate  float64       // rate when the surge started
 	probeLevel float64       // predicted bucket level, for the due 429
-	// probeFull is probeLevel when the probe started: what a full
-	// bucket would let through above the estimate.
-	probeFull float64
 	// probeFill is the level the span had followed to the probe's start
 	// (0: none to spend; see probing), probeSpent when the probe had
 	// spent it without a 429 (zero before), and probeSent the rate the
@@ -991,33 +988,7 @@ func (d *discovery) rate(now time.Time) float64 {
 		return d.ceiling
 	case phaseCruise:
 		if !now.Before(d.probeAt) {
-			d.phase, d.probeFrom = phaseProbe, now
-			// The bucket may have filled while cruising: the due 429
-			// allows for a full one (of a window, what the cruise
-			// leaves of its quota).
-			followed := d.probeLevel
-			d.probeLevel = d.kept()
-			if d.burst == 0 {
-				d.probeLevel = d.estimate
-			}
-			d.probeFull, d.probeSpent, d.probeSent = d.probeLevel, time.Time{}, d.probeSent[:0]
-			d.probeFill = 0
-			// The level followed is a bucket's when the estimate and
-			// the burst measure one (not a guess, no window read this
-			// night), and worth spending first when it is more than
-			// the calls the leases and the answers keep in flight.
-			if !d.guess && !d.windowed && d.burst > 0 {
-				d.probeFill = math.Max(0, math.Min(followed, d.probeLevel))
-			}
-			if d.probeFill < d.estimate*(d.lag+d.dated).Seconds() {
-				d.probeFill = 0
-			}
-			why := fmt.Sprintf("probe starts: the rate rises above the estimate of %s until a 429", human.Rate(d.estimate))
-			if d.probeFill > 0 {
-				why = fmt.Sprintf("probe starts: the %s calls the provider's bucket should hold are spent first, then the rate rises above the estimate of %s until a 429",
-					human.Number(d.probeFill), human.Rate(d.estimate))
-			}
-			d.record(now, causeProbe, d.estimate*(1+probeStart), why)
+			d.startProbe(now)
 			return d.rate(now)
 		}
 		if now.Before(d.trialFrom) {
@@ -1039,6 +1010,32 @@ func (d *discovery) rate(now time.Time) float64 {
 	}
 }
 
+// startProbe starts a probe at now. The bucket may have filled while
+// cruising: the due 429 allows for a full one (of a window, what the
+// cruise leaves of its quota). The level the span followed is a bucket's
+// when the estimate and the burst measure one (not a guess, no window
+// read this night), and worth spending first when it is more than the
+// calls the leases and the answers keep in flight.
+func (d *discovery) startProbe(now time.Time) {
+	d.phase, d.probeFrom = phaseProbe, now
+	followed := d.probeLevel
+	d.probeLevel = d.kept()
+	if d.burst == 0 {
+		d.probeLevel = d.estimate
+	}
+	d.probeFill, d.probeSpent, d.probeSent = 0, now, d.probeSent[:0]
+	if fill := math.Max(0, math.Min(followed, d.probeLevel)); !d.guess && !d.windowed && d.burst > 0 &&
+		fill >= d.estimate*(d.lag+d.dated).Seconds() {
+		d.probeFill, d.probeSpent = fill, time.Time{}
+	}
+	why := fmt.Sprintf("probe starts: the rate rises above the estimate of %s until a 429", human.Rate(d.estimate))
+	if d.probeFill > 0 {
+		why = fmt.Sprintf("probe starts: the %s calls the provider's bucket should hold are spent first, then the rate rises above the estimate of %s until a 429",
+			human.Number(d.probeFill), human.Rate(d.estimate))
+	}
+	d.record(now, causeProbe, d.estimate*(1+probeStart), why)
+}
+
 // probing is a probe's rate at now: the estimate's first step and the
 // ramp above it (probeSlope of the estimate and the kept level a second),
 // which spends a full bucket with its 429 due within about 1.5 s. While the
@@ -1056,7 +1053,7 @@ func (d *discovery) rate(now time.Time) float64 {
 func (d *discovery) probing(now time.Time) float64 {
 	first := d.estimate * (1 + probeStart)
 	if d.probeSpent.IsZero() {
-		if left := d.probeLeft(now); left >= 1 && d.probeFill > 0 {
+		if left := d.probeLeft(now); left >= 1 {
 			e := math.Min(left/(d.lag+d.dated).Seconds(), d.ramp(d.kept(), now.Sub(d.probeFrom)))
 			d.probeSent.add(now, e)
 			return first + e
@@ -1073,11 +1070,12 @@ func (d *discovery) ramp(level float64, t time.Duration) float64 {
 }
 
 // probeLeft is what the level the span followed to the probe's start has
-// left at now: less what the answers say the probe has spent since, and
-// less what it sent since the calls they count (a latency before now, a
-// lease more for the other processes' calls).
+// left at now: less what the answers say the probe has spent since (the
+// predicted level started from kept, which a bucket's probe does not
+// change), and less what it sent since the calls they count (a latency
+// before now, a lease more for the other processes' calls).
 func (d *discovery) probeLeft(now time.Time) float64 {
-	return d.probeFill - (d.probeFull - d.probeLevel) - d.probeSent.since(d.sentBy(now).Add(-d.lag), now)
+	return d.probeFill - (d.kept() - d.probeLevel) - d.probeSent.since(d.sentBy(now).Add(-d.lag), now)
 }
 
 // rateStep is a rate in force from a time on.

@@ -449,21 +449,12 @@ func (w *windowLog) read(held reading) (reading, bool) {
 	return reading{}, false
 }
 
-// apart reports whether the refusals rs came at least half a window of
-// span apart: the windows before two closer ones share most of their
-// calls, and agree whatever the provider is.
-func apart(rs []refusal, span time.Duration) bool {
-	for i := 1; i < len(rs); i++ {
-		if rs[i].at.Sub(rs[i-1].at) < span/2 {
-			return false
-		}
-	}
-	return true
-}
-
 // spread returns the last refusal and, going back, the agreeing − 1 before
 // it that each came at least half a window of span before the one taken
-// after it, oldest first; nil when the log holds too few.
+// after it, oldest first; nil when the log holds too few. The windows
+// before two closer refusals share most of their calls, and agree
+// whatever the provider is. When the last agreeing refusals are that far
+// apart, they are the ones returned.
 func spread(refused []refusal, span time.Duration) []refusal {
 	rs := make([]refusal, agreeing)
 	k := agreeing - 1
@@ -482,21 +473,22 @@ func spread(refused []refusal, span time.Duration) []refusal {
 
 // readSince returns the shortest window for which the last agreeing
 // refusals agree, from what the log holds after the change since (all of
-// it when zero); ok is false when none does. When the last ones are not
-// apart for a span (a cruise's 429 a few seconds after each probe's, under
-// a long window), those spread half a window apart are read instead, for
-// a quota of at least fewCalls: of fewer, a call's slack is too wide for
-// three refusals chosen among many to say anything (a bucket of one call
-// agrees with a window of one).
+// it when zero); ok is false when none does. When the last ones are
+// closer than half a window of a span (a cruise's 429 a few seconds after
+// each probe's, under a long window), those spread half a window apart
+// are read instead, for a quota of at least fewCalls: of fewer, a call's
+// slack is too wide for three refusals chosen among many to say anything
+// (a bucket of one call agrees with a window of one).
 func (w *windowLog) readSince(since shift) (reading, bool) {
 	last := w.refused[len(w.refused)-1]
 	for i, span := range windowSpans {
-		rs, least := w.refused[len(w.refused)-agreeing:], 0.0
-		if !apart(rs, span) {
-			rs, least = spread(w.refused, span), fewCalls
-		}
+		rs := spread(w.refused, span)
 		if rs == nil {
 			break
+		}
+		least := 0.0
+		if rs[0] != w.refused[len(w.refused)-agreeing] {
+			least = fewCalls
 		}
 		if _, ok := w.countAt(rs[0].at.Add(-2 * span)); !ok || !since.counts(rs[0], span) {
 			break

@@ -176,7 +176,12 @@ func TestWindowConfirmMovesAFixedStart(t *testing.T) {
 // bucket's measure ratcheted down a probe at a time, 64%); a quota read 1%
 // high drew a 429 each window while cruising, which halved the rate (60%).
 // And a quota of 20 read as 20.3 calls, the counts being interpolated,
-// cruised at 20.1/s, and the trial's 429 refuted the window (73%).
+// cruised at 20.1/s, and the trial's 429 refuted the window (73%). And a
+// sliding log of 10 s at 1,000/s read as a bucket: each probe's 429 was
+// followed about 5 s later by a cruise's, so the last three 429s were
+// never half a window apart and read no window; the reading takes the
+// last one and those at least half a window before the one taken after
+// them (92.0% before, 9.2% of the calls answered 429).
 func TestDiscoveryReadsWindows(t *testing.T) {
 	t.Parallel()
 	for _, tc := range []struct {
@@ -184,22 +189,25 @@ func TestDiscoveryReadsWindows(t *testing.T) {
 		rate    float64
 		ra      raStyle
 		latency time.Duration
+		read    string  // the window read, in the history's words
+		least   float64 // the efficiency to reach
 	}{
-		{"log-1s", 200, matrixRetryAfter[1], 0},
-		{"window-1s", 200, matrixRetryAfter[1], 0},
-		{"window-1s", 200, matrixRetryAfter[1], 20 * time.Millisecond},
-		{"window-1s", 1000, matrixRetryAfter[0], 200 * time.Millisecond},
-		{"window-1s", 20, matrixRetryAfter[0], 20 * time.Millisecond},
+		{"log-1s", 200, matrixRetryAfter[1], 0, "window of 1s", 0.8},
+		{"window-1s", 200, matrixRetryAfter[1], 0, "window of 1s", 0.8},
+		{"window-1s", 200, matrixRetryAfter[1], 20 * time.Millisecond, "window of 1s", 0.8},
+		{"window-1s", 1000, matrixRetryAfter[0], 200 * time.Millisecond, "window of 1s", 0.8},
+		{"window-1s", 20, matrixRetryAfter[0], 20 * time.Millisecond, "window of 1s", 0.8},
+		{"log-10s", 1000, matrixRetryAfter[2], 20 * time.Millisecond, "sliding window of 10s", 0.95},
 	} {
 		c := matrixCell{family: familyUnknown, shape: shapeNamed(tc.shape), rate: tc.rate, ra: tc.ra, latency: tc.latency,
 			procs: 1, pattern: matrixPatterns[0]}
 		r := simulateNight(c.spec())
 		read := false
 		for _, ch := range r.changes {
-			read = read || strings.Contains(ch.detail, "window of 1s")
+			read = read || strings.Contains(ch.detail, tc.read)
 		}
-		if e := r.efficiency(); e < 0.8 || !read {
-			t.Errorf("%s: efficiency %.1f%%, window read %v; want >= 80%% and read\n%s", c, 100*e, read, formatChanges(r.changes))
+		if e := r.efficiency(); e < tc.least || !read {
+			t.Errorf("%s: efficiency %.1f%%, %s read %v; want >= %.0f%% and read\n%s", c, 100*e, tc.read, read, 100*tc.least, formatChanges(r.changes))
 		}
 	}
 }
@@ -324,28 +332,11 @@ func TestWindowShiftCountsWhatCameAfter(t *testing.T) {
 	// Three 429s 100 ms apart share most of a minute's calls: they agree
 	// as a minute's window whatever the provider is.
 	rs := []refusal{x(0), x(100 * time.Millisecond), x(200 * time.Millisecond)}
-	if apart(rs, time.Minute) || !apart(rs, 200*time.Millisecond) {
-		t.Errorf("apart: a minute %v, 200 ms %v; want false, true", apart(rs, time.Minute), apart(rs, 200*time.Millisecond))
+	if got := spread(rs, time.Minute); got != nil {
+		t.Errorf("spread over a minute of 429s 100 ms apart: %v, want none", got)
 	}
-}
-
-// TestDiscoveryReadsAWindowBetweenCloseRefusals runs a sliding log of 10 s
-// at 1,000/s read as a bucket: each probe's 429 is followed about 5 s later
-// by a cruise's, so the last three 429s are never half a window apart and
-// read no window; the reading now takes the last one and those at least
-// half a window before the one taken after them (92.0% before, 9.2% of
-// the calls answered 429).
-func TestDiscoveryReadsAWindowBetweenCloseRefusals(t *testing.T) {
-	t.Parallel()
-	c := matrixCell{family: familyUnknown, shape: shapeNamed("log-10s"), rate: 1000, ra: matrixRetryAfter[2],
-		latency: 20 * time.Millisecond, procs: 1, pattern: matrixPatterns[0]}
-	r := simulateNight(c.spec())
-	read := false
-	for _, ch := range r.changes {
-		read = read || strings.Contains(ch.detail, "sliding window of 10s")
-	}
-	if e := r.efficiency(); e < 0.95 || !read {
-		t.Errorf("%s: efficiency %.1f%%, window read %v; want >= 95%% and read\n%s", c, 100*e, read, formatChanges(r.changes))
+	if got := spread(rs, 200*time.Millisecond); !slices.Equal(got, rs) {
+		t.Errorf("spread over 200 ms of 429s 100 ms apart: %v, want all three", got)
 	}
 }
 
