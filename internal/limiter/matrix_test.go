@@ -309,6 +309,17 @@ type matrixResult struct {
 	figures []matrixFigure
 }
 
+// The discovery's targets: the share of what the provider allows that a
+// night not told the limit reaches under a steady limit and a changing one,
+// and the seconds after a ×4 rise until it is used (three whole seconds
+// within 10% of the new limit) and after a fall until it is obeyed.
+const (
+	steadyTarget   = 0.95
+	changingTarget = 0.90
+	riseTarget     = 5
+	fallTarget     = 2
+)
+
 // figures measures a night of the cell against the discovery's targets.
 func (c matrixCell) figures(r nightResult) []matrixFigure {
 	var fs []matrixFigure
@@ -326,11 +337,11 @@ func (c matrixCell) figures(r nightResult) []matrixFigure {
 	default:
 		if c.pattern.name == "steady" {
 			fs = append(fs,
-				matrixFigure{name: "efficiency", value: r.efficiency(), target: 0.95},
+				matrixFigure{name: "efficiency", value: r.efficiency(), target: steadyTarget},
 				matrixFigure{name: "429 share after 10 s", value: r.throttleShare(10), target: 0.01, most: true})
 			break
 		}
-		fs = append(fs, matrixFigure{name: "efficiency", value: r.efficiency(), target: 0.90})
+		fs = append(fs, matrixFigure{name: "efficiency", value: r.efficiency(), target: changingTarget})
 		steps := c.pattern.steps
 		for i := 1; i < len(steps); i++ {
 			at := int(steps[i].At / time.Second)
@@ -340,9 +351,9 @@ func (c matrixCell) figures(r nightResult) []matrixFigure {
 			}
 			limit := steps[i].Rate * c.rate
 			if steps[i].Rate > steps[i-1].Rate {
-				fs = append(fs, matrixFigure{name: "rise used after", value: float64(r.risenBy(at, limit, end-at)), target: 5, most: true})
+				fs = append(fs, matrixFigure{name: "rise used after", value: float64(r.risenBy(at, limit, end-at)), target: riseTarget, most: true})
 			} else {
-				fs = append(fs, matrixFigure{name: "fall obeyed after", value: float64(r.obeyedBy(at, limit, end-at)), target: 2, most: true})
+				fs = append(fs, matrixFigure{name: "fall obeyed after", value: float64(r.obeyedBy(at, limit, end-at)), target: fallTarget, most: true})
 			}
 		}
 	}
@@ -380,11 +391,13 @@ func runMatrix(cells []matrixCell) []matrixResult {
 // TestDiscoveryMatrix runs the limit discovery against the shapes a
 // provider's limit can have (the suite's cross-section of matrixCells, or
 // every cell with -matrix.full) and prints, for each start, shape, pattern
-// and figure, the worst cell against the discovery's target. It fails when a
-// cell misses an invariant (no call inside a known Retry-After window; told
-// the limit, no 429 after the first second), and, in the cross-section,
-// when a row's worst cell's median over its phases (matrixPhases) is worse
-// than its regression bound in matrixFloors.
+// and figure, the worst cell against the discovery's target and how many
+// cells miss it, of which how many (in brackets) are conflicting: cells
+// where no limiter meets both a steady night's target and a rise's (see
+// conflictLoss). It fails when a cell misses an invariant (no call inside a
+// known Retry-After window; told the limit, no 429 after the first second),
+// and, in the cross-section, when a row's worst cell's median over its
+// phases (matrixPhases) is worse than its regression bound in matrixFloors.
 func TestDiscoveryMatrix(t *testing.T) {
 	t.Parallel()
 	cells := matrixCells()
@@ -482,6 +495,9 @@ type matrixRow struct {
 	cell matrixCell
 	n    int
 	miss int
+	// conflict counts the misses of a steady night's efficiency or a
+	// rise's time whose cell is conflicting: no limiter meets both there.
+	conflict int
 	// median is the worst cell's median, of the cell medianCell; bound
 	// is the worst any cell's median may become by chance: the median
 	// less (or plus) the cell's spread over its phases, or the figure's
@@ -496,6 +512,7 @@ type matrixRow struct {
 // figure per start, shape and pattern, in the cells' order.
 func matrixRows(results []matrixResult) []*matrixRow {
 	byKey := map[matrixKey]*matrixRow{}
+	losses := map[string]time.Duration{}
 	var rows []*matrixRow
 	for _, r := range results {
 		for _, f := range r.figures {
@@ -509,6 +526,10 @@ func matrixRows(results []matrixResult) []*matrixRow {
 			w.n++
 			if !f.ok() {
 				w.miss++
+				steady := f.name == "efficiency" && r.cell.pattern.name == "steady"
+				if (steady || f.name == "rise used after") && r.cell.conflicting(losses) {
+					w.conflict++
+				}
 			}
 			if worse(f.most, f.value, w.f.value) {
 				w.f, w.cell = f, r.cell
@@ -554,7 +575,7 @@ func median(vs []float64) float64 {
 // matrixTable prints the rows as one Markdown table.
 func matrixTable(rows []*matrixRow) string {
 	var sb strings.Builder
-	fmt.Fprintf(&sb, "| start | shape | pattern | figure | worst | target | missed | worst cell's median | regression bound | worst cell |\n|---|---|---|---|---|---|---|---|---|---|\n")
+	fmt.Fprintf(&sb, "| start | shape | pattern | figure | worst | target | missed (in conflict) | worst cell's median | regression bound | worst cell |\n|---|---|---|---|---|---|---|---|---|---|\n")
 	for _, w := range rows {
 		name := w.key.figure
 		if w.f.invariant {
@@ -564,9 +585,13 @@ func matrixTable(rows []*matrixRow) string {
 		if v, ok := matrixFloors[w.key.String()]; ok {
 			floor = bound(w.f.most) + " " + formatFigure(w.key.figure, v)
 		}
-		fmt.Fprintf(&sb, "| %s | %s | %s | %s | %s | %s %s | %d/%d | %s | %s | %g/s RA %s latency %v, %d proc%s |\n",
+		missed := fmt.Sprintf("%d/%d", w.miss, w.n)
+		if w.conflict > 0 {
+			missed += fmt.Sprintf(" (%d)", w.conflict)
+		}
+		fmt.Fprintf(&sb, "| %s | %s | %s | %s | %s | %s %s | %s | %s | %s | %g/s RA %s latency %v, %d proc%s |\n",
 			w.key.family, w.key.shape, w.key.pattern, name, formatFigure(w.key.figure, w.f.value), bound(w.f.most),
-			formatFigure(w.key.figure, w.f.target), w.miss, w.n, formatFigure(w.key.figure, w.median), floor,
+			formatFigure(w.key.figure, w.f.target), missed, formatFigure(w.key.figure, w.median), floor,
 			w.cell.rate, w.cell.ra, w.cell.latency, w.cell.procs, startOf(w.cell))
 	}
 	return sb.String()
