@@ -576,18 +576,7 @@ func (d *discovery) throttled(at time.Time, accepted, own int64, resume time.Tim
 				"a 429 too soon after the last one to measure the provider: the rate halves until the next one measures it")
 		case !d.guess && math.Abs(m-d.estimate) <= heldWithin*d.estimate:
 			d.estimate = math.Max(d.estimate, m)
-			longest := d.longestPeriod(pause)
-			// After a quick re-measurement the doubling resumes from
-			// firstProbe; when a probe costs part of a pause, from
-			// twice that.
-			shortest := firstProbe
-			if d.costly(pause) {
-				shortest = 2 * firstProbe
-			}
-			d.period = min(max(2*d.period, shortest), longest)
-			if d.comingBack(at) {
-				d.period = d.comebackPeriod(pause)
-			}
+			d.period = d.heldPeriod(at, pause)
 			d.record(at, causeProbe, d.estimate*cruiseShare, fmt.Sprintf("probe found the limit unchanged at %s; next probe %s after the pause",
 				human.Rate(m), human.Duration(d.period)))
 		default:
@@ -604,37 +593,9 @@ func (d *discovery) throttled(at time.Time, accepted, own int64, resume time.Tim
 			if startUp {
 				d.learnBurst(at)
 			}
-			d.period = firstProbe
-			longest := d.longestPeriod(pause)
-			cheap := !d.costly(pause)
-			if startUp && cheap && accepted-d.last.accepted >= 2*fewCalls {
-				// The first measurement, on enough calls to be
-				// close, while a probe costs only its 429s: no
-				// change of the limit has been seen, so the probes
-				// start where an estimate that held once has them.
-				// When a probe costs part of a pause the period
-				// grows longer, and the first one is what
-				// corrects a start-up estimate that came out low.
-				d.period = min(2*firstProbe, longest)
-			}
-			if d.comingBack(at) {
-				d.period = d.comebackPeriod(pause)
-			}
-			if prev == phaseSurge && cheap {
-				// The span measured began under the old limit, so
-				// it understates the new one: measure again soon,
-				// from this 429, while a probe costs only its 429s.
-				// When it costs part of a pause, cruising a little
-				// under the new limit until the next probe loses
-				// less than a second pause would.
-				d.period = measureProbe
-			}
-			if d.rough(at, accepted) {
-				// A count this small, soon after a pause, is a
-				// rough measure (one call is more than a twentieth
-				// of it): measure again at the next 429, soon.
-				d.guess, d.period = true, measureProbe
-			}
+			rough := d.rough(at, accepted)
+			d.period = d.measuredPeriod(at, pause, rough, prev == phaseSurge, startUp, accepted-d.last.accepted)
+			d.guess = rough
 			d.raised = exact && d.read.window == 0 && d.estimate > (1+heldWithin)*was
 			d.record(at, causeEstimate, d.estimate*cruiseShare, d.measured(was, accepted-d.last.accepted, rescaled))
 		}
@@ -757,6 +718,53 @@ func (d *discovery) rough(at time.Time, accepted int64) bool {
 func (d *discovery) longestPeriod(pause time.Duration) time.Duration {
 	cost := math.Max(1, d.estimate*pause.Seconds()-d.kept())
 	return max(firstProbe, durationOf(cost/(probeShare*d.estimate)))
+}
+
+// heldPeriod is the probe period after a probe found the estimate
+// unchanged at at, its pause lasting pause: while watching for a comeback,
+// comebackPeriod; else twice the last period, from firstProbe (twice that
+// when a probe costs part of a pause) up to longestPeriod.
+func (d *discovery) heldPeriod(at time.Time, pause time.Duration) time.Duration {
+	if d.comingBack(at) {
+		return d.comebackPeriod(pause)
+	}
+	shortest := firstProbe
+	if d.costly(pause) {
+		shortest = 2 * firstProbe
+	}
+	return min(max(2*d.period, shortest), d.longestPeriod(pause))
+}
+
+// measuredPeriod is the probe period after a 429 at at measured a new
+// estimate on calls accepted since the last one, its pause lasting pause:
+// the first of these rules that applies, or firstProbe.
+func (d *discovery) measuredPeriod(at time.Time, pause time.Duration, rough, surged, startUp bool, calls int64) time.Duration {
+	cheap := !d.costly(pause)
+	switch {
+	case rough:
+		// A count this small, soon after a pause, is a rough measure
+		// (one call is more than a twentieth of it): measure again at
+		// the next 429, soon.
+		return measureProbe
+	case surged && cheap:
+		// The span measured began under the old limit, so it
+		// understates the new one: measure again soon, from this 429,
+		// while a probe costs only its 429s. When it costs part of a
+		// pause, cruising a little under the new limit until the next
+		// probe loses less than a second pause would.
+		return measureProbe
+	case d.comingBack(at):
+		return d.comebackPeriod(pause)
+	case startUp && cheap && calls >= 2*fewCalls:
+		// The first measurement, on enough calls to be close, while a
+		// probe costs only its 429s: no change of the limit has been
+		// seen, so the probes start where an estimate that held once
+		// has them. When a probe costs part of a pause the period
+		// grows longer, and the first one is what corrects a start-up
+		// estimate that came out low.
+		return min(2*firstProbe, d.longestPeriod(pause))
+	}
+	return firstProbe
 }
 
 // costly reports whether a probe costs part of its pause (the provider's
