@@ -277,6 +277,20 @@ type discovery struct {
 	// counted throttle.
 	latency latencies
 	dated   time.Duration
+	// took is the latency of this process's latest answer, refusedTook
+	// that of the 429 it is counting (0: none, or another process's),
+	// and refusedSent when the call the last counted 429 refused was
+	// sent: an answer to a call sent before it counts before it. A
+	// consumer reports each answer's latency just before its outcome
+	// (Shared.Answered, then Succeeded or Throttled); another worker's
+	// answer between the two lends the outcome its latency, which moves
+	// one call's date by the difference of two latencies.
+	took        time.Duration
+	refusedTook time.Duration
+	refusedSent time.Time
+	// firstSent is when this process's first accepted call was sent,
+	// by its answer's own latency.
+	firstSent time.Time
 	// fleetRate is the rate the fleet was sent at when last observed.
 	fleetRate float64
 
@@ -313,6 +327,14 @@ func (d *discovery) observe(now time.Time, accepted, own int64, ceiling, fleetRa
 // took.
 func (d *discovery) answered(took time.Duration) {
 	d.latency.add(took)
+	d.took = took
+}
+
+// refusing records that this process's latest answer, reported to answered
+// just before, is a 429 it is about to count: its own latency dates the
+// refused call (see refusedSent).
+func (d *discovery) refusing() {
+	d.refusedTook = d.took
 }
 
 // sentBy is when the calls counted at t were sent: t less the latency of
@@ -358,6 +380,22 @@ func (d *discovery) count(now time.Time, accepted, own int64) {
 // rate it cruised at. Only the span takes it: the window reading needs no
 // more than the row's reads.
 func (d *discovery) succeeded(now time.Time, accepted, own int64) {
+	if d.firstSent.IsZero() {
+		d.firstSent = now.Add(-d.took)
+	}
+	if !d.refusedSent.IsZero() && len(d.samples) > 0 && accepted > d.last.accepted && !now.Add(-d.took).After(d.refusedSent) {
+		// Sent before the call the last 429 refused, and answered
+		// after it: answers come back out of the order their calls
+		// went, most when many connections open at once. The
+		// provider took this call before it refused, so the 429's
+		// count holds it, and the span after it does not.
+		d.last.accepted++
+		d.samples[0].accepted++
+		if d.coldTo.at.Equal(d.last.at) {
+			d.coldTo.accepted++
+		}
+		d.win.before(d.last.at)
+	}
 	d.span(sample{at: d.sentBy(now), accepted: accepted, own: own, answer: true})
 }
 
@@ -419,8 +457,17 @@ func (d *discovery) hinted(now time.Time, rate float64) {
 // at with accepted calls accepted fleet-wide by then, whose pause ends at
 // resume, own the calls this process has reported; refusals counts the
 // throttles since the limit was set, this one included.
-func (d *discovery) throttled(at time.Time, accepted, own int64, resume time.Time, refusals int) {
+func (d *discovery) throttled(at time.Time, accepted, own int64, resume time.Time, refusals int, mine bool) {
 	prev := d.phase
+	// When the refused call was sent, when this process sent it and
+	// knows its latency (zero otherwise: the median latency dates a
+	// count, not one call).
+	d.refusedSent = time.Time{}
+	if mine && d.refusedTook > 0 {
+		d.refusedSent = at.Add(-d.refusedTook)
+	}
+	d.refusedTook = 0
+
 	d.fromStored = false
 	raised := d.raised
 	d.raised = false
@@ -459,7 +506,7 @@ func (d *discovery) throttled(at time.Time, accepted, own int64, resume time.Tim
 		// at the next refusal. The calls accepted before this one
 		// (the provider's bucket full at the start) give its burst
 		// then.
-		d.cold(at, accepted)
+		d.cold(at, accepted, own)
 		d.phase, d.estimate, d.guess = phaseRefused, d.ceiling, true
 		d.record(at, causeThrottle, d.ceiling, fmt.Sprintf("the provider refused the limit set (%s) once: it is kept until a second refusal", human.Rate(d.ceiling)))
 		d.last = sample{at: at, accepted: accepted, own: own}
@@ -471,7 +518,7 @@ func (d *discovery) throttled(at time.Time, accepted, own int64, resume time.Tim
 		// Start-up: the burst and the rate are both unknown. Resume at
 		// half the rate the calls were accepted at and probe soon: the
 		// next 429 measures.
-		d.cold(at, accepted)
+		d.cold(at, accepted, own)
 		d.estimate, d.guess = math.Max(d.coldSent*d.decrease, d.floor()), true
 		d.period = measureProbe
 		d.record(at, causeThrottle, d.estimate*cruiseShare, fmt.Sprintf(
@@ -652,13 +699,22 @@ func (d *discovery) stored() (estimate, burst float64) {
 // accepted fleet-wide by then: the start-up span (from the fleet's first
 // accepted call), the rate the calls were accepted at, and whether the
 // limit held for heldFor before it (then it fell).
-func (d *discovery) cold(at time.Time, accepted int64) {
+func (d *discovery) cold(at time.Time, accepted, own int64) {
 	// The span starts when the fleet started sending: a process that
 	// opened the limiter a while before its first call would otherwise
 	// count the idle time in the span, and learn a bucket too small and
 	// a rate too low.
 	if from := d.sentBy(d.idleUntil); from.After(d.coldFrom.at) && from.Before(at) {
 		d.coldFrom.at = from
+	}
+	// The reads of the row come a lease apart, and say only that no call
+	// sent before the last one that counted none (less the latency) was
+	// accepted; when every call counted is this process's (it has
+	// reported as many), the first one's own answer says when it was
+	// sent.
+	if first := d.firstSent; !first.IsZero() && first.After(d.coldFrom.at) && !first.After(at) &&
+		accepted-d.coldFrom.accepted <= own-d.coldFrom.own {
+		d.coldFrom.at = first
 	}
 	d.coldTo = sample{at: at, accepted: accepted}
 	// Fewer than fewCalls accepted say how busy this fleet was, not what

@@ -102,7 +102,7 @@ func simulate(c simConfig) simResult {
 			refill := d.refill(ans.retryAfter)
 			hold = at.Add(max(ans.retryAfter, minHold))
 			refusals++
-			d.throttled(at, accepted, accepted, at.Add(ans.retryAfter), refusals)
+			d.throttled(at, accepted, accepted, at.Add(ans.retryAfter), refusals, true)
 			b.Penalise(at, ans.retryAfter, refill)
 		}
 	}
@@ -433,7 +433,7 @@ func TestDiscoveryFirstThrottleAfterFewCalls(t *testing.T) {
 	d := newDiscovery(DefaultDecrease, DefaultLeaseWindow)
 	d.observe(t0, 0, 0, 100, 0)
 	at := t0.Add(500 * time.Millisecond)
-	d.throttled(at, 1, 1, at.Add(700*time.Millisecond), trustedRefusals)
+	d.throttled(at, 1, 1, at.Add(700*time.Millisecond), trustedRefusals, true)
 	if got, want := d.estimate, 100*DefaultDecrease; got != want {
 		t.Errorf("estimate after a first 429 on one call in 0.5 s: %v/s, want %v/s", got, want)
 	}
@@ -624,7 +624,7 @@ func TestDiscoveryTakesTheLeadersProbe(t *testing.T) {
 			accepted = int64(float64(i) * 0.05 * tc.fleet)
 			d.observe(at, accepted, 0, 300, tc.fleet)
 		}
-		d.throttled(at, accepted, 0, at.Add(time.Second), trustedRefusals)
+		d.throttled(at, accepted, 0, at.Add(time.Second), trustedRefusals, false)
 		fell := strings.Contains(formatChanges(d.takeChanges()), "the limit fell")
 		if fell != tc.fell || fell && d.estimate > 60 || !fell && d.estimate < 80 {
 			t.Errorf("fleet at %v/s over an estimate of 100/s: estimate %.1f/s, fell %v; want fell %v", tc.fleet, d.estimate, fell, tc.fell)

@@ -3,6 +3,7 @@ package limiter
 import (
 	"fmt"
 	"math"
+	"slices"
 	"strings"
 	"time"
 
@@ -66,6 +67,16 @@ type nightSpec struct {
 	// processes make their first lease, and jitter how much longer than
 	// latency every answer takes (see matrixPhases).
 	offset, jitter time.Duration
+	// coldSpread is how much longer, at most, the answers to the calls
+	// sent in the night's first second take, spread evenly over the
+	// calls: a consumer whose workers all start at once opens a
+	// connection for each, and the first answers come back unevenly.
+	// Answered hears each answer's own latency. 0 in the matrix.
+	coldSpread time.Duration
+	// idle is how long after its first read of the row each process
+	// makes its first lease (and call): a consumer claims its first
+	// messages meanwhile. 0 in the matrix.
+	idle time.Duration
 }
 
 // nightSecond is one second of a simulated night, as the provider saw it.
@@ -229,9 +240,13 @@ type nightProc struct {
 	lastRead time.Duration
 	// The arrival times of accepted answers on their way back, oldest
 	// first from head.
-	inflight []time.Duration
+	inflight []inflight
 	head     int
 }
+
+// inflight is an accepted call's answer on its way back: when it arrives,
+// and how long after its call.
+type inflight struct{ at, took time.Duration }
 
 // answer is an answer on its way back.
 type nightAnswer struct {
@@ -241,6 +256,7 @@ type nightAnswer struct {
 	pause time.Duration // Retry-After of a 429
 	given bool          // a Retry-After was sent
 	hints Hints
+	took  time.Duration // how long after its call it arrives
 }
 
 // raWindows are the Retry-After windows the provider gave, per process that
@@ -295,6 +311,7 @@ type night struct {
 	head    int
 	windows raWindows
 	res     nightResult
+	cold    int // calls sent in the first second, for coldSpread
 }
 
 func (n *night) at(d time.Duration) time.Time { return n.start.Add(d) }
@@ -323,7 +340,7 @@ func simulateNight(sp nightSpec) nightResult {
 		cfg := Config{Name: "night", Now: func() time.Time { return n.now }, LocalClock: true}.WithDefaults()
 		l := &Shared{cfg: cfg, local: newLocal(cfg.LeaseWindow), disc: newDiscovery(cfg.Decrease, cfg.LeaseWindow)}
 		l.apply(n.row.state(t0), t0)
-		n.procs = append(n.procs, &nightProc{l: l, retryAt: sp.offset, lastRead: sp.offset})
+		n.procs = append(n.procs, &nightProc{l: l, retryAt: sp.offset + sp.idle, lastRead: sp.offset})
 	}
 	n.run()
 	n.res.changes = append(n.res.changes, n.procs[0].l.disc.takeChanges()...)
@@ -432,6 +449,7 @@ func (n *night) throttle(who int, retryAfter time.Duration) {
 	until := now.Add(retryAfter)
 	l.local.stop(until)
 	refill := l.disc.refill(retryAfter)
+	l.disc.refusing()
 	accepted := l.local.takeAccepted()
 	n.row.penalise(now, retryAfter, true, refill, accepted)
 	l.apply(n.row.state(now), now)
@@ -450,7 +468,7 @@ func (n *night) answer(a nightAnswer) {
 		return
 	}
 	n.arrived(p, a.at)
-	p.l.Answered(n.sp.latency + n.sp.jitter)
+	p.l.Answered(a.took)
 	n.throttle(a.proc, a.pause)
 }
 
@@ -460,11 +478,12 @@ func (n *night) answer(a nightAnswer) {
 //go:norace
 func (n *night) arrived(p *nightProc, clock time.Duration) {
 	now := n.now
-	for p.head < len(p.inflight) && p.inflight[p.head] <= clock {
+	for p.head < len(p.inflight) && p.inflight[p.head].at <= clock {
 		// Each at its time, as Answered and Succeeded take it.
-		n.now = n.at(p.inflight[p.head])
+		a := p.inflight[p.head]
+		n.now = n.at(a.at)
 		p.head++
-		p.l.Answered(n.sp.latency + n.sp.jitter)
+		p.l.Answered(a.took)
 		p.l.Succeeded()
 	}
 	n.now = now
@@ -507,18 +526,25 @@ func (n *night) send(who int, clock time.Duration) time.Duration {
 		ok, wait, _ := n.meter.Take(sent)
 		sec := &n.res.series[int(sent/time.Second)]
 		sec.calls++
-		arrive := sent + n.sp.latency + n.sp.jitter
+		took := n.sp.latency + n.sp.jitter
+		if sent < time.Second && n.sp.coldSpread > 0 {
+			// The golden ratio's multiples spread the calls' extra
+			// latency evenly over [0, coldSpread).
+			n.cold++
+			took += time.Duration(math.Mod(float64(n.cold)*0.6180339887, 1) * float64(n.sp.coldSpread))
+		}
+		arrive := sent + took
 		n.res.early += n.windows.check(sent, who)
 		if ok {
 			sec.accepted++
-			p.inflight = append(p.inflight, arrive)
+			p.inflight = inArrivalOrder(p.inflight, p.head, inflight{at: arrive, took: took}, func(x inflight) time.Duration { return x.at })
 			if !n.sp.headers {
 				continue
 			}
 		} else {
 			sec.throttled++
 		}
-		ans := nightAnswer{at: arrive, proc: who, ok: ok}
+		ans := nightAnswer{at: arrive, proc: who, ok: ok, took: took}
 		if !ok {
 			ans.pause, ans.given = n.sp.ra.pause(wait)
 			if ans.given {
@@ -532,10 +558,21 @@ func (n *night) send(who int, clock time.Duration) time.Duration {
 			ans.hints = Hints{Remaining: remaining, HasRemaining: true, Quota: q, Window: w, Sent: n.at(sent),
 				Reset: n.at(sent + time.Duration(math.Ceil(reset.Seconds()))*time.Second)}
 		}
-		n.answers = append(n.answers, ans)
+		n.answers = inArrivalOrder(n.answers, n.head, ans, func(x nightAnswer) time.Duration { return x.at })
 		limit = min(limit, arrive)
 	}
 	return last
+}
+
+// inArrivalOrder inserts x into l, whose items from head on are in the
+// order they arrive (at), after those that arrive at the same time: at the
+// end when every answer takes as long.
+func inArrivalOrder[T any](l []T, head int, x T, at func(T) time.Duration) []T {
+	i := len(l)
+	for i > head && at(l[i-1]) > at(x) {
+		i--
+	}
+	return slices.Insert(l, i, x)
 }
 
 // keepChanges keeps the history of the first process and drops the

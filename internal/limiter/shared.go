@@ -234,11 +234,11 @@ func (l *Shared) apply(r rowState, now time.Time) {
 		if r.ThrottledAt != nil && !r.ThrottledAt.Equal(l.seenAt) {
 			// A throttle counted by the row, of this process or another:
 			// every process measures from the same ones.
-			l.disc.throttled(*r.ThrottledAt, r.ThrottledAccepted, l.local.reported, r.resume(), r.Refusals)
-			l.seenAt = *r.ThrottledAt
 			// The statement that counted a throttle returns it at its
 			// own time: that process leads.
 			l.follows = !r.ThrottledAt.Equal(r.Now)
+			l.disc.throttled(*r.ThrottledAt, r.ThrottledAccepted, l.local.reported, r.resume(), r.Refusals, !l.follows)
+			l.seenAt = *r.ThrottledAt
 		}
 		l.disc.observe(r.Now, r.Accepted, l.local.reported, r.Rate, r.EffectiveRate)
 	}

@@ -61,6 +61,7 @@ func (l *Shared) Throttled(ctx context.Context, retryAfter time.Duration, kind T
 	refill := 1.0
 	if l.disc != nil && kind == RateLimited {
 		refill = l.disc.refill(retryAfter)
+		l.disc.refusing()
 	}
 	accepted := l.local.takeAccepted()
 	l.mu.Unlock()
@@ -87,10 +88,13 @@ func (l *Shared) Succeeded() {
 }
 
 // Answered reports that the provider answered a call, whatever it answered,
-// took after it was sent; the caller reports it before Succeeded or
+// took after it was sent; the caller reports it just before Succeeded or
 // Throttled. The discovery dates the fleet's count of accepted calls by
 // it: the provider counted a call when it was sent, the fleet counts it
-// when its answer comes back.
+// when its answer comes back. The outcome that follows is dated by it too:
+// the first accepted call starts the span that gives the provider's bucket,
+// and an answer that comes back after a 429 counts before it when its call
+// was sent before the refused one.
 func (l *Shared) Answered(took time.Duration) {
 	l.mu.Lock()
 	if l.disc != nil {

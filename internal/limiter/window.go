@@ -91,11 +91,29 @@ func (w *windowLog) refuse(at time.Time, accepted int64) {
 	x := refusal{at: at, accepted: accepted}
 	w.refused = append(w.refused, x)
 	if !w.firstSet {
-		for i, span := range windowSpans {
-			n, _, _ := w.loads(reading{window: span}, x)
-			w.first[i] = n
-		}
+		w.countFirst(x)
 		w.firstSet = true
+	}
+}
+
+// countFirst sets what each span held before the first refusal x.
+func (w *windowLog) countFirst(x refusal) {
+	for i, span := range windowSpans {
+		n, _, _ := w.loads(reading{window: span}, x)
+		w.first[i] = n
+	}
+}
+
+// before counts a call more before the last refusal, at at: its answer
+// came after the refusal's, its call before the refused one.
+func (w *windowLog) before(at time.Time) {
+	n := len(w.refused)
+	if n == 0 || !w.refused[n-1].at.Equal(at) {
+		return
+	}
+	w.refused[n-1].accepted++
+	if n == 1 {
+		w.countFirst(w.refused[0])
 	}
 }
 
