@@ -171,6 +171,16 @@ type sample struct {
 // comebackProbe after a pause when they cost only their 429s (firstProbe
 // when they cost part of a pause): limits that drop tend to come back.
 //
+// When a pause ends the fleet spends at once what the bucket holds of the
+// pause's refill (refill), from the pause's end (paused: the calls in
+// flight at the counted 429, refused too, end it later). A 429 while those
+// calls are being spent says the bucket holds fewer than were released,
+// not that the rate fell: the bucket is taken as what it held
+// (heldBucket) and the estimate kept. A bucket taken a call or two too
+// deep otherwise drew a 429 at every resume, each read as a fall. If the
+// next 429 comes while cruising, it was a fall that landed in the release:
+// the rate halves and the bucket is taken back.
+//
 // A window of calls (at most N in any W, or in each W from some start)
 // reads as a bucket refilled at whatever rate the fleet cruises at, and
 // the measure settles there, however far under N/W. So each measuring 429
@@ -231,8 +241,15 @@ type discovery struct {
 
 	last     sample    // latest counted throttle
 	resumeAt time.Time // its pause ends
-	samples  []sample  // since last, oldest first
-	guess    bool      // estimate is a guess, not a measurement
+	// released is how many calls the fleet spent at once when that
+	// pause ended (see refill), when the pause refilled the whole
+	// bucket (0 otherwise); shrunkFrom the bucket taken before that
+	// throttle, when it came during the release before and took the
+	// bucket as smaller (0 otherwise).
+	released   float64
+	shrunkFrom float64
+	samples    []sample // since last, oldest first
+	guess      bool     // estimate is a guess, not a measurement
 	// startLevel is the provider's bucket at last: refusedLevel after a
 	// 429, full when the process started from the stored estimate after a
 	// quiet spell.
@@ -331,10 +348,30 @@ func (d *discovery) answered(took time.Duration) {
 }
 
 // refusing records that this process's latest answer, reported to answered
-// just before, is a 429 it is about to count: its own latency dates the
-// refused call (see refusedSent).
-func (d *discovery) refusing() {
+// just before, is a 429 it is about to count, answered at now, and returns
+// when the refused call was sent: its own latency dates it (see
+// refusedSent), or the median's when unknown.
+func (d *discovery) refusing(now time.Time) time.Time {
 	d.refusedTook = d.took
+	if d.took > 0 {
+		return now.Add(-d.took)
+	}
+	return d.sentBy(now)
+}
+
+// sentUnanswered is when a call answered at at was sent, at the earliest,
+// for a process that has had no answer of its own to date it: at the last
+// resume, or later by as much as the fleet's first count since then came
+// after it (the answers counted then took no longer).
+func (d *discovery) sentUnanswered(at time.Time) time.Time {
+	sent := d.resumeAt
+	for _, s := range d.samples {
+		if s.at.After(d.resumeAt) && s.accepted > d.last.accepted {
+			sent = maxTime(sent, at.Add(-s.at.Sub(d.resumeAt)))
+			break
+		}
+	}
+	return minTime(sent, at)
 }
 
 // sentBy is when the calls counted at t were sent: t less the latency of
@@ -476,6 +513,23 @@ func (d *discovery) throttled(at time.Time, accepted, own int64, resume time.Tim
 	// by the answer were sent by then too.
 	pause := resume.Sub(at)
 	d.redate(d.latency.get())
+	// When the refused call was sent, and what the fleet releases when
+	// this pause ends: as Shared.Throttled reckoned them, before this
+	// 429 changes the estimates.
+	sent := d.refusedSent
+	switch {
+	case !sent.IsZero():
+	case d.latency.n == 0:
+		sent = d.sentUnanswered(at)
+	default:
+		sent = d.sentBy(at)
+	}
+	release, refilled := d.refill(sent, pause)
+	if !refilled {
+		release = 0
+	}
+	released := d.releaseRefused(sent)
+	shrunkFrom := 0.0
 	d.count(at, accepted, own)
 	at = d.sentBy(at)
 	d.win.refuse(at, accepted)
@@ -561,6 +615,15 @@ func (d *discovery) throttled(at time.Time, accepted, own int64, resume time.Tim
 		d.record(at, causeEstimate, d.estimate*cruiseShare, fmt.Sprintf(
 			"429 while cruising under %s of %s calls in %s: the window held %s when it refused; its quota is taken as %s (%s)",
 			full.kind(), human.Number(was), human.Duration(full.window), human.Number(held), human.Number(full.quota), human.Rate(d.estimate)))
+	case prev == phaseCruise && released:
+		// The provider's bucket holds fewer calls than were
+		// released, not a lower rate: keep the estimate, and take the
+		// bucket as what it held.
+		shrunkFrom = d.burst
+		d.burst, d.depth = d.heldBucket(sent, sample{accepted: accepted, own: own}), 0
+		d.record(at, causeEstimate, d.estimate*cruiseShare, fmt.Sprintf(
+			"429 while the %s calls released at the pause's end were spent: the provider's bucket holds fewer than the %s taken; now %s, the estimate of %s kept",
+			human.Number(d.released), human.Number(shrunkFrom), human.Number(d.burst), human.Rate(d.estimate)))
 	case prev == phaseCruise && !d.guess:
 		if d.read.window > 0 {
 			// A provider that counts calls in windows keeps doing
@@ -575,6 +638,13 @@ func (d *discovery) throttled(at time.Time, accepted, own int64, resume time.Tim
 		d.estimate, d.guess = math.Max(d.estimate*d.decrease, d.floor()), true
 		d.period = measureProbe
 		why := ": the limit fell"
+		if d.shrunkFrom > 0 {
+			// The 429 of the release before was the fall's, not
+			// the bucket's: taken as smaller, the bucket would
+			// read every later count as a faster rate.
+			d.burst = d.shrunkFrom
+			why = fmt.Sprintf(": the limit fell, and the 429 during the release before was its (the bucket is taken back to %s calls)", human.Number(d.burst))
+		}
 		if raised {
 			d.depth++
 			why = fmt.Sprintf(", which the last 429 raised: the limit fell, or the bucket is deeper than measured (now %s calls)", human.Number(d.burst+d.depth))
@@ -651,9 +721,25 @@ func (d *discovery) throttled(at time.Time, accepted, own int64, resume time.Tim
 	d.last = sample{at: at, accepted: accepted, own: own}
 	d.samples = append(d.samples[:0], d.last)
 	d.resumeAt = maxTime(resume, at)
+	d.released, d.shrunkFrom = release, shrunkFrom
 	d.probeAt = d.resumeAt.Add(d.period)
 	d.probeLevel = 0
 	d.startLevel = refusedLevel
+}
+
+// paused records that the fleet's pause runs until until (on the
+// database's clock). The calls sent before the counted 429 was heard of
+// are answered up to a latency after it, and each one refused pauses the
+// fleet again from its answer: the pause ends up to the latency and the
+// jitter after the counted one's, and the release follows its end (the
+// probe period keeps counting from the counted one's). A later pause (an
+// exhausted quota's) is not this one's.
+func (d *discovery) paused(until time.Time) {
+	if d.phase < phaseCruise || !until.After(d.resumeAt) ||
+		until.Sub(d.resumeAt) > d.latency.get()+d.latency.jitter() {
+		return
+	}
+	d.resumeAt = until
 }
 
 // startFrom starts a process from the estimate and burst an earlier one
@@ -668,6 +754,7 @@ func (d *discovery) startFrom(now time.Time, accepted, own int64, estimate, burs
 	d.last = sample{at: now, accepted: accepted, own: own}
 	d.samples = append(d.samples[:0], d.last)
 	d.resumeAt, d.startLevel, d.fromStored = now, burst, true
+	d.released = d.capacity(now)
 	d.period = firstProbe
 	d.probeAt = now.Add(d.period)
 	d.record(now, causeEstimate, d.estimate*cruiseShare, fmt.Sprintf(
@@ -1184,13 +1271,79 @@ func (d *discovery) hintFresh(now time.Time) bool {
 // and the cruise's calls reach the provider as unevenly as their answers
 // come back: calls sent on time but bunched by the answers' jitter (the
 // spread of their latency) take up to the rate times the jitter more than
-// the bucket has refilled, and each one too many is a 429.
-func (d *discovery) refill(pause time.Duration) float64 {
+// the bucket has refilled, and each one too many is a 429. sent is when
+// the refused call was sent: when it went while the last release was
+// spent, the bucket is taken as what it held then (see releaseRefused).
+// full reports whether the pause refills the whole bucket: only then does
+// a 429 during the release say the bucket holds less.
+func (d *discovery) refill(sent time.Time, pause time.Duration) (calls float64, full bool) {
 	if d.burst == 0 || d.estimate == 0 || d.guess {
-		return 1
+		return 1, false
 	}
+	kept := d.kept()
+	if d.releaseRefused(sent) {
+		last := d.last
+		if len(d.samples) > 0 {
+			last = d.samples[len(d.samples)-1]
+		}
+		kept = d.heldBucket(sent, last)
+	}
+	refilled := d.estimate * pause.Seconds()
 	room := d.estimate * d.latency.jitter().Seconds()
-	return math.Max(1, math.Floor(math.Min(d.kept(), d.estimate*pause.Seconds())-room))
+	return math.Max(1, math.Floor(math.Min(kept, refilled)-room)), kept <= refilled
+}
+
+// releaseRefused reports whether a 429 of a call sent at sent came while
+// the calls released at the last pause's end were spent, cruising under a
+// bucket measured: the provider's bucket held fewer than were released.
+// Only once in a row: a limit that fell refuses each release, and the
+// second such 429 is taken for the fall.
+func (d *discovery) releaseRefused(sent time.Time) bool {
+	return d.phase == phaseCruise && !d.guess && d.read.window == 0 && d.shrunkFrom == 0 && d.inRelease(sent)
+}
+
+// heldBucket is the provider's bucket as a 429 of a call sent at sent
+// during a release tells it, with last the count by then: what it held
+// (see releaseHeld), at least a call less than taken, and at most by the
+// decrease less. The count can read low: another process's calls reach
+// the row up to a lease late, and a provider that counts in windows
+// longer than the pause still holds calls from before it. A bucket taken
+// too small would read every later count as a faster rate.
+func (d *discovery) heldBucket(sent time.Time, last sample) float64 {
+	held := math.Floor(d.releaseHeld(sent, last))
+	return math.Max(1, math.Max(d.burst*d.decrease, math.Min(d.burst-1, held)))
+}
+
+// releaseHeld is how many calls the provider's bucket held at the last
+// pause's end, from a 429 of a call sent at sent while the calls released
+// then were spent, with last the count by then: the calls accepted since
+// the resume, less what the provider refilled meanwhile at the estimate (a
+// lower bound of its rate: the bucket read is an upper bound of what it
+// held, by the difference's refill).
+func (d *discovery) releaseHeld(sent time.Time, last sample) float64 {
+	base := d.last
+	for _, s := range d.samples {
+		if s.at.Before(d.resumeAt) && s.accepted >= base.accepted {
+			base = s
+		}
+	}
+	return float64(last.accepted-base.accepted) - d.estimate*sent.Sub(d.resumeAt).Seconds()
+}
+
+// inRelease reports whether a call sent at at went while the calls
+// released at the last pause's end were being spent: from the resume
+// until the last of them, give or take the answers' jitter. A bucket that
+// holds what was released (and refills at least at the cruise) refuses
+// none of them, nor any call after.
+func (d *discovery) inRelease(at time.Time) bool {
+	if d.released < 2 || d.burst == 0 || at.Before(d.resumeAt) {
+		return false
+	}
+	// Each process spends the tokens it leased late one interval of the
+	// cruise apart (see local.grantTime), alongside the cruise's slots;
+	// a fleet that spends them at once is done sooner.
+	sent := d.estimate * cruiseShare * at.Sub(d.resumeAt).Seconds()
+	return sent <= d.released+d.estimate*d.latency.jitter().Seconds()
 }
 
 // record notes a change for the history.

@@ -99,7 +99,7 @@ func simulate(c simConfig) simResult {
 				b.Penalise(at, ans.retryAfter, 1)
 				continue
 			}
-			refill := d.refill(ans.retryAfter)
+			refill, _ := d.refill(d.refusing(at), ans.retryAfter)
 			hold = at.Add(max(ans.retryAfter, minHold))
 			refusals++
 			d.throttled(at, accepted, accepted, at.Add(ans.retryAfter), refusals, true)
@@ -663,17 +663,17 @@ func TestRefillLeavesRoomForJitter(t *testing.T) {
 	for range latencyKept {
 		d.answered(200 * time.Millisecond)
 	}
-	if got := d.refill(time.Second); got != 20 {
+	if got, _ := d.refill(time.Time{}, time.Second); got != 20 {
 		t.Fatalf("answers without jitter: %g released, want the whole bucket, 20", got)
 	}
 	for i := range 100 {
 		d.answered(time.Duration(100+i) * time.Millisecond)
 	}
-	if got := d.refill(time.Second); got != 10 {
+	if got, _ := d.refill(time.Time{}, time.Second); got != 10 {
 		t.Errorf("answers spread 50 ms: %g released, want 20 - 200/s × 50 ms = 10", got)
 	}
 	d.burst = 5
-	if got := d.refill(time.Second); got != 1 {
+	if got, _ := d.refill(time.Time{}, time.Second); got != 1 {
 		t.Errorf("a bucket smaller than the jitter's room: %g released, want 1", got)
 	}
 }

@@ -240,6 +240,9 @@ func (l *Shared) apply(r rowState, now time.Time) {
 			l.disc.throttled(*r.ThrottledAt, r.ThrottledAccepted, l.local.reported, r.resume(), r.Refusals, !l.follows)
 			l.seenAt = *r.ThrottledAt
 		}
+		if r.PenaltyUntil != nil {
+			l.disc.paused(*r.PenaltyUntil)
+		}
 		l.disc.observe(r.Now, r.Accepted, l.local.reported, r.Rate, r.EffectiveRate)
 	}
 	l.snap.Rate, l.snap.Burst, l.snap.EffectiveRate, l.snap.Throttles = r.Rate, r.Burst, r.EffectiveRate, r.Throttles

@@ -60,8 +60,8 @@ func (l *Shared) Throttled(ctx context.Context, retryAfter time.Duration, kind T
 	l.local.stop(until)
 	refill := 1.0
 	if l.disc != nil && kind == RateLimited {
-		refill = l.disc.refill(retryAfter)
-		l.disc.refusing()
+		sent := l.disc.refusing(l.clock.toDB(now))
+		refill, _ = l.disc.refill(sent, retryAfter)
 	}
 	accepted := l.local.takeAccepted()
 	l.mu.Unlock()

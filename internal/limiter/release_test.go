@@ -1,0 +1,152 @@
+package limiter
+
+import (
+	"math"
+	"testing"
+	"time"
+)
+
+// A bucket taken deeper than the provider's (learned from a start-up whose
+// answers came back unevenly, or stored by an earlier night) releases more
+// calls at each pause's end than the provider's bucket holds. The first one
+// over is refused; read as a fall, that 429 halved the rate and the night
+// became a sawtooth: the real consumer against a bucket of 20 at 200/s with
+// 200 ms answers, having learned a bucket of 22, ran at 47% of the limit;
+// the simulation started from a stored bucket of 22 at 24%. A 429 during
+// the release says the bucket holds less than was released: it is taken
+// as what it held, and the estimate kept.
+
+// deepCells are the nights TestDiscoveryBucketTakenTooDeep runs: buckets of
+// a call and of 0.1 s (where a call or two too many is a 429 at every
+// resume; a bucket of a second or more holds a pause's refill, and its
+// release is bounded by that), at each rate, with answers taking 20 and
+// 200 ms, one process and four. Answers that take no time, which no network
+// gives, are left out: there the measure that follows the first 429 reads
+// the rate low whatever the bucket (a stored bucket of 0.1 s at 1,000/s,
+// exact, gives 90%).
+func deepCells() []matrixCell {
+	var cells []matrixCell
+	for _, shape := range []string{"bucket-1call", "bucket-0.1s"} {
+		for _, rate := range []float64{20, 200, 1000} {
+			for _, latency := range []time.Duration{20 * time.Millisecond, 200 * time.Millisecond} {
+				for _, procs := range []int{1, 4} {
+					cells = append(cells, matrixCell{family: familyStored, shape: shapeNamed(shape), rate: rate,
+						ra: matrixRetryAfter[0], latency: latency, procs: procs, pattern: matrixPatterns[0]})
+				}
+			}
+		}
+	}
+	return cells
+}
+
+// TestDiscoveryBucketTakenTooDeep starts each night from a stored bucket
+// too deep by a tenth (at least a call) and by twice the provider's, and
+// compares it with the night started from the exact one: it must end with
+// the bucket taken no deeper than the provider's, reach 85% of the limit
+// (the sawtooth: 10–50%), and, for one process, whose count of the calls
+// since the resume is exact, come within 3 points of the exact night. A
+// fleet's processes count each other's calls a lease late and take the
+// bucket down by at most half a 429; its nights then differ by how their
+// measures fall (up to 7 points).
+func TestDiscoveryBucketTakenTooDeep(t *testing.T) {
+	t.Parallel()
+	for _, c := range deepCells() {
+		exact := simulateNight(c.spec())
+		b := float64(c.bucket())
+		for _, stored := range []float64{b + math.Ceil(b/10), 2 * b} {
+			sp := c.spec()
+			sp.stored[1] = stored
+			got := simulateNight(sp)
+			e := got.efficiency()
+			last := got.changes[len(got.changes)-1]
+			switch {
+			case last.burst > b:
+				t.Errorf("%v, stored bucket %g: ends with a bucket of %.1f, deeper than the provider's %g", c, stored, last.burst, b)
+			case e < 0.85:
+				t.Errorf("%v, stored bucket %g: %.1f%% of the limit, want 85%% or more\n%s", c, stored, 100*e, formatChanges(got.changes))
+			case c.procs == 1 && e < exact.efficiency()-0.03:
+				t.Errorf("%v, stored bucket %g: %.1f%% of the limit, %.1f%% from the exact bucket", c, stored, 100*e, 100*exact.efficiency())
+			}
+		}
+	}
+}
+
+// TestDiscoveryTakesBackABucketAFallShrank: a fall can land while a release
+// is being spent, and its first 429 then reads as a bucket that holds less.
+// The next 429, cruising under the estimate kept, is the fall's: the rate
+// halves and the bucket is taken back to what it was, or every later count
+// would read as a faster rate.
+func TestDiscoveryTakesBackABucketAFallShrank(t *testing.T) {
+	t.Parallel()
+	const latency = 20 * time.Millisecond
+	d := newDiscovery(DefaultDecrease, DefaultLeaseWindow)
+	d.observe(t0, 0, 0, 600, 0)
+	d.startFrom(t0, 0, 0, 200, 20, 600)
+	var n int64
+	answer := func(sent time.Time) {
+		d.answered(latency)
+		n++
+		d.succeeded(sent.Add(latency), n, n)
+	}
+	refuse := func(sent time.Time) {
+		d.answered(latency)
+		at := sent.Add(latency)
+		d.refusing(at)
+		d.throttled(at, n, n, at.Add(time.Second), trustedRefusals+1, true)
+	}
+	// The release, paced at 200/s: the 11th call is refused.
+	for i := range 10 {
+		answer(t0.Add(time.Duration(i) * 5 * time.Millisecond))
+	}
+	refuse(t0.Add(50 * time.Millisecond))
+	if d.burst >= 20 || d.estimate != 200 {
+		t.Fatalf("after a 429 during the release: bucket %.1f, estimate %.1f/s; want a smaller bucket and the estimate kept\n%s",
+			d.burst, d.estimate, formatChanges(d.changes))
+	}
+	// The cruise after the pause, refused 2 s in: the limit fell.
+	resume := t0.Add(1070 * time.Millisecond)
+	for i := range 400 {
+		answer(resume.Add(time.Duration(i) * 5 * time.Millisecond))
+	}
+	refuse(resume.Add(2 * time.Second))
+	if d.burst != 20 || d.estimate > 100 {
+		t.Errorf("after the cruise's 429: bucket %.1f, estimate %.1f/s; want the bucket of 20 back and the rate halved\n%s",
+			d.burst, d.estimate, formatChanges(d.changes))
+	}
+}
+
+// TestDiscoveryReleaseStartsWhenThePauseEnds: with answers that take
+// 200 ms, the calls in flight when the counted 429 came back are refused
+// too (up to 37 of 80 against a bucket of 20 at 200/s), each pausing the
+// fleet again from its answer, so the pause ends up to a latency after the
+// counted one's, and the release with it. Timed from the counted pause's
+// end, the release's calls read as the cruise's, and a 429 among them as a
+// fall (the real consumer: a 429 at every resume, 47% of the limit).
+func TestDiscoveryReleaseStartsWhenThePauseEnds(t *testing.T) {
+	t.Parallel()
+	const latency = 200 * time.Millisecond
+	d := newDiscovery(DefaultDecrease, DefaultLeaseWindow)
+	d.observe(t0, 0, 0, 600, 0)
+	for range latencyKept {
+		d.answered(latency)
+	}
+	d.startFrom(t0, 0, 0, 200, 22, 600)
+	// The last refused call's answer ends the pause 150 ms later.
+	resume := t0.Add(150 * time.Millisecond)
+	d.paused(resume)
+	var n int64
+	for i := range 20 {
+		sent := resume.Add(time.Duration(i) * 5 * time.Millisecond)
+		d.answered(latency)
+		n++
+		d.succeeded(sent.Add(latency), n, n)
+	}
+	at := resume.Add(100*time.Millisecond + latency)
+	d.answered(latency)
+	d.refusing(at)
+	d.throttled(at, n, n, at.Add(time.Second), trustedRefusals+1, true)
+	if d.burst >= 22 || d.estimate != 200 {
+		t.Errorf("a 429 100 ms into the release: bucket %.1f, estimate %.1f/s; want a smaller bucket and the estimate kept\n%s",
+			d.burst, d.estimate, formatChanges(d.changes))
+	}
+}
