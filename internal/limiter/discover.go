@@ -135,6 +135,13 @@ type sample struct {
 	answer bool
 }
 
+// span is what a span between two 429s held: the calls accepted, and the
+// seconds from the pause's end to the second 429's call.
+type span struct {
+	calls, secs float64
+	own         bool // every call counted is this process's
+}
+
 // discovery finds the provider's rate limit by measuring it, as a pure state
 // machine: its inputs are the time, the fleet-wide count of accepted calls
 // (from the row, and this process's answers as they come), the throttles
@@ -248,8 +255,13 @@ type discovery struct {
 	// bucket as smaller (0 otherwise).
 	released   float64
 	shrunkFrom float64
-	samples    []sample // since last, oldest first
-	guess      bool     // estimate is a guess, not a measurement
+	// measuredSpan is the span the estimate was last measured from (zero
+	// when it is a guess or a window's), and deepened whether the last
+	// throttle took the bucket as deeper from it (see deeper).
+	measuredSpan span
+	deepened     bool
+	samples      []sample // since last, oldest first
+	guess        bool     // estimate is a guess, not a measurement
 	// startLevel is the provider's bucket at last: refusedLevel after a
 	// 429, full when the process started from the stored estimate after a
 	// quiet spell.
@@ -529,7 +541,9 @@ func (d *discovery) throttled(at time.Time, accepted, own int64, resume time.Tim
 		release = 0
 	}
 	released := d.releaseRefused(sent)
-	shrunkFrom := 0.0
+	shrunkFrom, deepened := 0.0, false
+	cruised := d.sinceResume(sample{accepted: accepted, own: own})
+	cruised.secs = sent.Sub(d.resumeAt).Seconds()
 	d.count(at, accepted, own)
 	at = d.sentBy(at)
 	d.win.refuse(at, accepted)
@@ -624,6 +638,15 @@ func (d *discovery) throttled(at time.Time, accepted, own int64, resume time.Tim
 		d.record(at, causeEstimate, d.estimate*cruiseShare, fmt.Sprintf(
 			"429 while the %s calls released at the pause's end were spent: the provider's bucket holds fewer than the %s taken; now %s, the estimate of %s kept",
 			human.Number(d.released), human.Number(shrunkFrom), human.Number(d.burst), human.Rate(d.estimate)))
+	case prev == phaseCruise && !d.guess && d.shrunkFrom == 0 && !d.deepened && d.deeper(cruised):
+		// The bucket is deeper than taken, and the rate a little lower:
+		// cruise under the pair both spans agree on.
+		was, wasBurst := d.estimate, d.burst
+		d.estimate, d.burst = d.deeperPair(cruised)
+		d.depth, deepened = 0, true
+		d.record(at, causeEstimate, d.estimate*cruiseShare, fmt.Sprintf(
+			"429 while cruising under the estimate of %s, %s after the pause on %s calls: with the span measured before, %s with a bucket of %s (was a bucket of %s): a bucket deeper than taken read as a faster rate",
+			human.Rate(was), human.Duration(durationOf(cruised.secs)), human.Number(cruised.calls), human.Rate(d.estimate), human.Number(d.burst), human.Number(wasBurst)))
 	case prev == phaseCruise && !d.guess:
 		if d.read.window > 0 {
 			// A provider that counts calls in windows keeps doing
@@ -692,6 +715,7 @@ func (d *discovery) throttled(at time.Time, accepted, own int64, resume time.Tim
 			d.record(at, causeThrottle, d.estimate*cruiseShare,
 				"a 429 too soon after the last one to measure the provider: the rate halves until the next one measures it")
 		case !d.guess && math.Abs(m-d.estimate) <= heldWithin*d.estimate:
+			d.measuredSpan = cruised
 			d.estimate = math.Max(d.estimate, m)
 			d.period = d.heldPeriod(at, pause)
 			d.record(at, causeProbe, d.estimate*cruiseShare, fmt.Sprintf("probe found the limit unchanged at %s; next probe %s after the pause",
@@ -706,6 +730,7 @@ func (d *discovery) throttled(at time.Time, accepted, own int64, resume time.Tim
 				d.fell(at)
 			}
 			startUp := d.burst == 0 && !d.coldTo.at.IsZero()
+			d.measuredSpan = cruised
 			d.estimate, d.guess = math.Max(m, d.floor()), false
 			if startUp {
 				d.learnBurst(at)
@@ -721,10 +746,45 @@ func (d *discovery) throttled(at time.Time, accepted, own int64, resume time.Tim
 	d.last = sample{at: at, accepted: accepted, own: own}
 	d.samples = append(d.samples[:0], d.last)
 	d.resumeAt = maxTime(resume, at)
-	d.released, d.shrunkFrom = release, shrunkFrom
+	d.released, d.shrunkFrom, d.deepened = release, shrunkFrom, deepened
+	if d.guess || d.read.window > 0 {
+		d.measuredSpan = span{}
+	}
 	d.probeAt = d.resumeAt.Add(d.period)
 	d.probeLevel = 0
 	d.startLevel = refusedLevel
+}
+
+// deeper reports whether a 429 while cruising, after the calls of cruised
+// since the pause's end, is that of a bucket deeper than taken rather than
+// of a fall: the span the estimate was measured from and this one, solved
+// together (deeperPair), give a bucket at least a call deeper than taken
+// and a rate under the estimate but not by more than the decrease. Taken
+// too shallow, a bucket makes the measure read its calls as a faster rate;
+// the cruise at it is refused about a second after each pause, and halving
+// then measuring again with the same bucket comes back to the same rate.
+func (d *discovery) deeper(cruised span) bool {
+	r, b := d.deeperPair(cruised)
+	return r >= d.estimate*d.decrease && r < d.estimate && b >= d.burst+1
+}
+
+// deeperPair solves the span the estimate was measured from and cruised
+// for the provider's rate and bucket: each began when a pause long enough
+// to fill the bucket ended and ended in a 429 with the bucket empty, so
+// each holds the bucket plus the rate times its seconds. 0, 0 when there
+// is no measured span, when either counts another process's calls (they
+// reach the row up to a lease late, and a count short by a lease's calls
+// reads as a bucket that many deeper), or the two are too alike in length
+// to tell: the
+// measured one must be twice as long, so that a call's grain in either
+// count moves the rate by at most two calls over the longer's half.
+func (d *discovery) deeperPair(cruised span) (rate, burst float64) {
+	m := d.measuredSpan
+	if !m.own || !cruised.own || m.secs <= 0 || cruised.secs <= 0 || m.secs < 2*cruised.secs {
+		return 0, 0
+	}
+	rate = (m.calls - cruised.calls) / (m.secs - cruised.secs)
+	return rate, cruised.calls - rate*cruised.secs
 }
 
 // paused records that the fleet's pause runs until until (on the
@@ -1321,13 +1381,22 @@ func (d *discovery) heldBucket(sent time.Time, last sample) float64 {
 // lower bound of its rate: the bucket read is an upper bound of what it
 // held, by the difference's refill).
 func (d *discovery) releaseHeld(sent time.Time, last sample) float64 {
+	return d.sinceResume(last).calls - d.estimate*sent.Sub(d.resumeAt).Seconds()
+}
+
+// sinceResume is how many of the calls counted fleet-wide by last were
+// sent after the last pause ended: those counted later than the last
+// sample dated before it (the calls in flight when the fleet paused are
+// answered after the 429 that paused it), and whether all are this
+// process's.
+func (d *discovery) sinceResume(last sample) span {
 	base := d.last
 	for _, s := range d.samples {
 		if s.at.Before(d.resumeAt) && s.accepted >= base.accepted {
 			base = s
 		}
 	}
-	return float64(last.accepted-base.accepted) - d.estimate*sent.Sub(d.resumeAt).Seconds()
+	return span{calls: float64(last.accepted - base.accepted), own: last.own == base.own+(last.accepted-base.accepted)}
 }
 
 // inRelease reports whether a call sent at at went while the calls

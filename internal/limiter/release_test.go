@@ -150,3 +150,38 @@ func TestDiscoveryReleaseStartsWhenThePauseEnds(t *testing.T) {
 			d.burst, d.estimate, formatChanges(d.changes))
 	}
 }
+
+// TestDiscoveryBucketTakenTooShallow starts nights from a stored bucket of
+// three quarters and of half the provider's (a bucket of 0.1 s at 200 and
+// 1,000/s, answers of 20 and 200 ms, one process). Taken too shallow, the
+// bucket made the measure read its calls as a faster rate (211/s against
+// 200/s with a bucket of 15), the cruise at it was refused about a second
+// after each pause, and the rate halved, to be measured the same again:
+// 51–61% of the limit, and the real consumer's start-up that learned a
+// bucket of 15 ran at 48%. The 429 while cruising and the span measured
+// before it, solved together, give the rate and the bucket: within 5
+// points of the night started from the exact bucket, ending with at least
+// nine tenths of it. A fleet's counts lack the other processes' calls of
+// the last lease, which read as a deeper bucket: it keeps halving.
+func TestDiscoveryBucketTakenTooShallow(t *testing.T) {
+	t.Parallel()
+	for _, rate := range []float64{200, 1000} {
+		for _, latency := range []time.Duration{20 * time.Millisecond, 200 * time.Millisecond} {
+			c := matrixCell{family: familyStored, shape: shapeNamed("bucket-0.1s"), rate: rate,
+				ra: matrixRetryAfter[0], latency: latency, procs: 1, pattern: matrixPatterns[0]}
+			exact := simulateNight(c.spec())
+			b := float64(c.bucket())
+			for _, stored := range []float64{0.75 * b, 0.5 * b} {
+				sp := c.spec()
+				sp.stored[1] = stored
+				got := simulateNight(sp)
+				e := got.efficiency()
+				last := got.changes[len(got.changes)-1]
+				if e < exact.efficiency()-0.05 || last.burst < 0.9*b {
+					t.Errorf("%v, stored bucket %g: %.1f%% of the limit (%.1f%% from the exact bucket), ending with a bucket of %.1f of %g\n%s",
+						c, stored, 100*e, 100*exact.efficiency(), last.burst, b, formatChanges(got.changes))
+				}
+			}
+		}
+	}
+}
