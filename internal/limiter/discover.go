@@ -186,7 +186,13 @@ type span struct {
 // (heldBucket) and the estimate kept. A bucket taken a call or two too
 // deep otherwise drew a 429 at every resume, each read as a fall. If the
 // next 429 comes while cruising, it was a fall that landed in the release:
-// the rate halves and the bucket is taken back.
+// the rate halves and the bucket is taken back. The mirror: a bucket taken
+// too shallow reads the calls as a faster rate, and the cruise at it is
+// refused soon after a pause. Each span between two 429s holds the bucket
+// plus the rate times its time since the pause, so that span and the one
+// measured before it, solved together, give both (deeper); when they give
+// a deeper bucket and a rate a little lower, the fleet cruises under them
+// instead of halving.
 //
 // A window of calls (at most N in any W, or in each W from some start)
 // reads as a bucket refilled at whatever rate the fleet cruises at, and
