@@ -546,10 +546,14 @@ func (d *discovery) throttled(at time.Time, accepted, own int64, resume time.Tim
 	if !refilled {
 		release = 0
 	}
+	// Whether the refused call went while the last release was spent;
+	// what this throttle takes the bucket as, if it does; and the span
+	// since the last pause's end: its calls, and its time to the refused
+	// call.
 	released := d.releaseRefused(sent)
 	shrunkFrom, deepened := 0.0, false
-	cruised := d.sinceResume(sample{accepted: accepted, own: own})
-	cruised.secs = sent.Sub(d.resumeAt).Seconds()
+	current := d.sinceResume(sample{accepted: accepted, own: own})
+	current.secs = sent.Sub(d.resumeAt).Seconds()
 	d.count(at, accepted, own)
 	at = d.sentBy(at)
 	d.win.refuse(at, accepted)
@@ -644,15 +648,15 @@ func (d *discovery) throttled(at time.Time, accepted, own int64, resume time.Tim
 		d.record(at, causeEstimate, d.estimate*cruiseShare, fmt.Sprintf(
 			"429 while the %s calls released at the pause's end were spent: the provider's bucket holds fewer than the %s taken; now %s, the estimate of %s kept",
 			human.Number(d.released), human.Number(shrunkFrom), human.Number(d.burst), human.Rate(d.estimate)))
-	case prev == phaseCruise && !d.guess && d.shrunkFrom == 0 && !d.deepened && d.deeper(cruised):
+	case prev == phaseCruise && !d.guess && d.shrunkFrom == 0 && !d.deepened && d.deeper(current):
 		// The bucket is deeper than taken, and the rate a little lower:
 		// cruise under the pair both spans agree on.
 		was, wasBurst := d.estimate, d.burst
-		d.estimate, d.burst = d.deeperPair(cruised)
+		d.estimate, d.burst = d.deeperPair(current)
 		d.depth, deepened = 0, true
 		d.record(at, causeEstimate, d.estimate*cruiseShare, fmt.Sprintf(
 			"429 while cruising under the estimate of %s, %s after the pause on %s calls: with the span measured before, %s with a bucket of %s (was a bucket of %s): a bucket deeper than taken read as a faster rate",
-			human.Rate(was), human.Duration(durationOf(cruised.secs)), human.Number(cruised.calls), human.Rate(d.estimate), human.Number(d.burst), human.Number(wasBurst)))
+			human.Rate(was), human.Duration(durationOf(current.secs)), human.Number(current.calls), human.Rate(d.estimate), human.Number(d.burst), human.Number(wasBurst)))
 	case prev == phaseCruise && !d.guess:
 		if d.read.window > 0 {
 			// A provider that counts calls in windows keeps doing
@@ -721,7 +725,7 @@ func (d *discovery) throttled(at time.Time, accepted, own int64, resume time.Tim
 			d.record(at, causeThrottle, d.estimate*cruiseShare,
 				"a 429 too soon after the last one to measure the provider: the rate halves until the next one measures it")
 		case !d.guess && math.Abs(m-d.estimate) <= heldWithin*d.estimate:
-			d.measuredSpan = cruised
+			d.measuredSpan = current
 			d.estimate = math.Max(d.estimate, m)
 			d.period = d.heldPeriod(at, pause)
 			d.record(at, causeProbe, d.estimate*cruiseShare, fmt.Sprintf("probe found the limit unchanged at %s; next probe %s after the pause",
@@ -736,7 +740,7 @@ func (d *discovery) throttled(at time.Time, accepted, own int64, resume time.Tim
 				d.fell(at)
 			}
 			startUp := d.burst == 0 && !d.coldTo.at.IsZero()
-			d.measuredSpan = cruised
+			d.measuredSpan = current
 			d.estimate, d.guess = math.Max(m, d.floor()), false
 			if startUp {
 				d.learnBurst(at)
