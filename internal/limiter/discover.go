@@ -765,17 +765,26 @@ func (d *discovery) throttled(at time.Time, accepted, own int64, resume time.Tim
 	d.startLevel = refusedLevel
 }
 
+// deeperWithin is how far under the estimate the rate solved with a deeper
+// bucket may be (see deeper). A bucket taken too shallow reads the rate
+// high by its missing calls over the span: a few percent (211/s for 200/s,
+// a bucket of 15 for 20, over 6 s). A span the fleet spent partly under
+// the rate (after a halving) holds fewer calls than bucket plus rate times
+// its time, and solves to a rate far lower and a bucket far deeper (133/s
+// and 76 calls, for 200/s and 20): no such span is solved.
+const deeperWithin = 0.1
+
 // deeper reports whether a 429 while cruising, after the calls of cruised
 // since the pause's end, is that of a bucket deeper than taken rather than
 // of a fall: the span the estimate was measured from and this one, solved
 // together (deeperPair), give a bucket at least a call deeper than taken
-// and a rate under the estimate but not by more than the decrease. Taken
+// and a rate under the estimate by less than deeperWithin. Taken
 // too shallow, a bucket makes the measure read its calls as a faster rate;
 // the cruise at it is refused about a second after each pause, and halving
 // then measuring again with the same bucket comes back to the same rate.
 func (d *discovery) deeper(cruised span) bool {
 	r, b := d.deeperPair(cruised)
-	return r >= d.estimate*d.decrease && r < d.estimate && b >= d.burst+1
+	return r >= (1-deeperWithin)*d.estimate && r < d.estimate && b >= d.burst+1
 }
 
 // deeperPair solves the span the estimate was measured from and cruised
@@ -785,9 +794,9 @@ func (d *discovery) deeper(cruised span) bool {
 // is no measured span, when either counts another process's calls (they
 // reach the row up to a lease late, and a count short by a lease's calls
 // reads as a bucket that many deeper), or the two are too alike in length
-// to tell: the
-// measured one must be twice as long, so that a call's grain in either
-// count moves the rate by at most two calls over the longer's half.
+// to tell: the measured one must be twice as long, so that a call's grain
+// in either count moves the rate by at most two calls over the longer's
+// half.
 func (d *discovery) deeperPair(cruised span) (rate, burst float64) {
 	m := d.measuredSpan
 	if !m.own || !cruised.own || m.secs <= 0 || cruised.secs <= 0 || m.secs < 2*cruised.secs {

@@ -209,6 +209,26 @@ func (l *Shared) stmtNow(now time.Time) *time.Time {
 	return nil
 }
 
+// answerNow is the @now of a statement that dates a penalty from local
+// time now, when the 429 was answered: the database's clock then, as
+// learned, plus half the round trip it was learned from (the most the
+// estimate can be early by), unless Config.LocalClock; nil before the
+// clock is learned. Taken from the statement's own clock instead, a
+// penalty that waited for the row's lock behind the others of one burst
+// of 429s (one statement each, a fsync apiece) started when it ran: 45 of
+// them pushed the fleet's pause 0.8 s past the last Retry-After. Called
+// with l.mu held.
+func (l *Shared) answerNow(now time.Time) *time.Time {
+	if l.cfg.LocalClock {
+		return &now
+	}
+	if !l.clock.known {
+		return nil
+	}
+	t := l.clock.toDB(now).Add(l.clock.rtt / 2)
+	return &t
+}
+
 // learnClock records a round trip sent and received at local times whose
 // statement ran at db, unless Config.LocalClock: the clocks are then one.
 // Called with l.mu held.

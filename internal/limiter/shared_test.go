@@ -551,3 +551,48 @@ func TestLeaseAfterARiseFollowsTheSlotsGranted(t *testing.T) {
 		}
 	}
 }
+
+// TestPenaltyDatedByTheAnswer: a burst of 429s is one penalty statement
+// each, and they queue for the pool's connections. A statement that waited
+// must still start the pause when its 429 was answered, not when it ran:
+// dated by the statement's clock, the 45 of one burst (80 workers, 200 ms
+// answers) pushed the fleet's pause 0.8 s past the last Retry-After.
+func TestPenaltyDatedByTheAnswer(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	cfg, err := pgxpool.ParseConfig(pgtest.ConnString(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.MaxConns = 1
+	pool, err := pgxpool.NewWithConfig(ctx, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(pool.Close)
+	if err := SaveSettings(ctx, pool, DefaultName, Settings{Rate: 100, Burst: 10}, SetBy{Actor: "test"}); err != nil {
+		t.Fatal(err)
+	}
+	l := openShared(t, pool, Config{})
+	if err := l.Wait(ctx); err != nil { // a round trip: the database's clock is learned
+		t.Fatal(err)
+	}
+	conn, err := pool.Acquire(ctx) // the pool's one connection, busy
+	if err != nil {
+		t.Fatal(err)
+	}
+	const pause, busy = time.Second, 400 * time.Millisecond
+	answered := time.Now()
+	done := make(chan error, 1)
+	go func() { done <- l.Throttled(ctx, pause, RateLimited) }()
+	time.Sleep(busy)
+	conn.Release()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	want := answered.Add(pause)
+	if got := l.Snapshot().PenaltyUntil; got.Before(want.Add(-50*time.Millisecond)) || got.After(want.Add(busy/2)) {
+		t.Errorf("penalty until %v after the 429, want %v: the pause starts when the 429 was answered, not when a connection was free",
+			got.Sub(answered), pause)
+	}
+}

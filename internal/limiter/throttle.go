@@ -125,7 +125,8 @@ func (l *Shared) Observe(h Hints) {
 }
 
 // penaliseSQL stops every lease for @pause_us microseconds from its time
-// (@now, or the database's clock), leaving the bucket at most @refill tokens
+// (@now: when the 429 was answered, on the database's clock; or the
+// statement's own), leaving the bucket at most @refill tokens
 // then (at least one), adds @accepted to the fleet's count, and (when
 // @factor < 1 and no throttle window is open) counts the throttle for the
 // discovery (throttled_at, throttled_accepted) and as a refusal of the
@@ -170,6 +171,7 @@ RETURNING ` + rowColumns + `, t.clock_now`
 func (l *Shared) penalise(ctx context.Context, now, until time.Time, factor, refill float64, accepted int64) error {
 	l.mu.Lock()
 	floor := l.floor()
+	at := l.answerNow(now)
 	// Without the discovery every throttle lowers the rate; with it the
 	// limit set is trusted until refused trustedRefusals times.
 	trust := 1
@@ -180,7 +182,7 @@ func (l *Shared) penalise(ctx context.Context, now, until time.Time, factor, ref
 	args := pgx.StrictNamedArgs{
 		"trust":       trust,
 		"name":        l.cfg.Name,
-		"now":         l.stmtNow(now),
+		"now":         at,
 		"pause_us":    max(until.Sub(now), 0).Microseconds(),
 		"min_hold_us": minHold.Microseconds(),
 		"factor":      factor,
