@@ -368,13 +368,23 @@ func (d *discovery) answered(took time.Duration) {
 // refusing records that this process's latest answer, reported to answered
 // just before, is a 429 it is about to count, answered at now, and returns
 // when the refused call was sent: its own latency dates it (see
-// refusedSent), or the median's when unknown.
+// refusedSent), or sentOf when unknown.
 func (d *discovery) refusing(now time.Time) time.Time {
 	d.refusedTook = d.took
 	if d.took > 0 {
 		return now.Add(-d.took)
 	}
-	return d.sentBy(now)
+	return d.sentOf(now)
+}
+
+// sentOf is when a call answered at at was sent, when its own latency is
+// unknown: by the median latency, or, before this process has had an
+// answer, as early as sentUnanswered allows.
+func (d *discovery) sentOf(at time.Time) time.Time {
+	if d.latency.n == 0 {
+		return d.sentUnanswered(at)
+	}
+	return d.sentBy(at)
 }
 
 // sentUnanswered is when a call answered at at was sent, at the earliest,
@@ -535,12 +545,8 @@ func (d *discovery) throttled(at time.Time, accepted, own int64, resume time.Tim
 	// this pause ends: as Shared.Throttled reckoned them, before this
 	// 429 changes the estimates.
 	sent := d.refusedSent
-	switch {
-	case !sent.IsZero():
-	case d.latency.n == 0:
-		sent = d.sentUnanswered(at)
-	default:
-		sent = d.sentBy(at)
+	if sent.IsZero() {
+		sent = d.sentOf(at)
 	}
 	release, refilled := d.refill(sent, pause)
 	if !refilled {

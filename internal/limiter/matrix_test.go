@@ -279,6 +279,24 @@ func matrixCells() []matrixCell {
 	return cells
 }
 
+// steadyCells are the matrix's cells of family under a steady limit and
+// the first Retry-After style, for each of shapes (by name), rates,
+// latencies and process counts: the slices the focused tests run.
+func steadyCells(family matrixFamily, shapes []string, rates []float64, latencies []time.Duration, procs []int) []matrixCell {
+	var cells []matrixCell
+	for _, shape := range shapes {
+		for _, rate := range rates {
+			for _, latency := range latencies {
+				for _, n := range procs {
+					cells = append(cells, matrixCell{family: family, shape: shapeNamed(shape), rate: rate,
+						ra: matrixRetryAfter[0], latency: latency, procs: n, pattern: matrixPatterns[0]})
+				}
+			}
+		}
+	}
+	return cells
+}
+
 // matrixFigure is one figure of a cell with the discovery's target for it.
 type matrixFigure struct {
 	name   string

@@ -25,19 +25,12 @@ import (
 // the rate low whatever the bucket (a stored bucket of 0.1 s at 1,000/s,
 // exact, gives 90%).
 func deepCells() []matrixCell {
-	var cells []matrixCell
-	for _, shape := range []string{"bucket-1call", "bucket-0.1s"} {
-		for _, rate := range []float64{20, 200, 1000} {
-			for _, latency := range []time.Duration{20 * time.Millisecond, 200 * time.Millisecond} {
-				for _, procs := range []int{1, 4} {
-					cells = append(cells, matrixCell{family: familyStored, shape: shapeNamed(shape), rate: rate,
-						ra: matrixRetryAfter[0], latency: latency, procs: procs, pattern: matrixPatterns[0]})
-				}
-			}
-		}
-	}
-	return cells
+	return steadyCells(familyStored, []string{"bucket-1call", "bucket-0.1s"}, []float64{20, 200, 1000}, lateAnswers, []int{1, 4})
 }
+
+// lateAnswers are the latencies of the nights started from a stored
+// bucket: answers that take no time are left out (see deepCells).
+var lateAnswers = []time.Duration{20 * time.Millisecond, 200 * time.Millisecond}
 
 // TestDiscoveryBucketTakenTooDeep starts each night from a stored bucket
 // too deep by a tenth (at least a call) and by twice the provider's, and
@@ -165,22 +158,18 @@ func TestDiscoveryReleaseStartsWhenThePauseEnds(t *testing.T) {
 // the last lease, which read as a deeper bucket: it keeps halving.
 func TestDiscoveryBucketTakenTooShallow(t *testing.T) {
 	t.Parallel()
-	for _, rate := range []float64{200, 1000} {
-		for _, latency := range []time.Duration{20 * time.Millisecond, 200 * time.Millisecond} {
-			c := matrixCell{family: familyStored, shape: shapeNamed("bucket-0.1s"), rate: rate,
-				ra: matrixRetryAfter[0], latency: latency, procs: 1, pattern: matrixPatterns[0]}
-			exact := simulateNight(c.spec())
-			b := float64(c.bucket())
-			for _, stored := range []float64{0.75 * b, 0.5 * b} {
-				sp := c.spec()
-				sp.stored[1] = stored
-				got := simulateNight(sp)
-				e := got.efficiency()
-				last := got.changes[len(got.changes)-1]
-				if e < exact.efficiency()-0.05 || last.burst < 0.9*b {
-					t.Errorf("%v, stored bucket %g: %.1f%% of the limit (%.1f%% from the exact bucket), ending with a bucket of %.1f of %g\n%s",
-						c, stored, 100*e, 100*exact.efficiency(), last.burst, b, formatChanges(got.changes))
-				}
+	for _, c := range steadyCells(familyStored, []string{"bucket-0.1s"}, []float64{200, 1000}, lateAnswers, []int{1}) {
+		exact := simulateNight(c.spec())
+		b := float64(c.bucket())
+		for _, stored := range []float64{0.75 * b, 0.5 * b} {
+			sp := c.spec()
+			sp.stored[1] = stored
+			got := simulateNight(sp)
+			e := got.efficiency()
+			last := got.changes[len(got.changes)-1]
+			if e < exact.efficiency()-0.05 || last.burst < 0.9*b {
+				t.Errorf("%v, stored bucket %g: %.1f%% of the limit (%.1f%% from the exact bucket), ending with a bucket of %.1f of %g\n%s",
+					c, stored, 100*e, 100*exact.efficiency(), last.burst, b, formatChanges(got.changes))
 			}
 		}
 	}

@@ -212,18 +212,15 @@ func (l *Shared) stmtNow(now time.Time) *time.Time {
 // answerNow is the @now of a statement that dates a penalty from local
 // time now, when the 429 was answered: the database's clock then, as
 // learned, plus half the round trip it was learned from (the most the
-// estimate can be early by), unless Config.LocalClock; nil before the
-// clock is learned. Taken from the statement's own clock instead, a
-// penalty that waited for the row's lock behind the others of one burst
-// of 429s (one statement each, a fsync apiece) started when it ran: 45 of
-// them pushed the fleet's pause 0.8 s past the last Retry-After. Called
+// estimate can be early by); stmtNow's under Config.LocalClock or before
+// the clock is learned. Taken from the statement's own clock instead, a
+// penalty that waited for a pool connection behind the others of one
+// burst of 429s (one statement each) started when it ran: the 45 of one
+// burst pushed the fleet's pause 0.75 s past the last Retry-After. Called
 // with l.mu held.
 func (l *Shared) answerNow(now time.Time) *time.Time {
-	if l.cfg.LocalClock {
-		return &now
-	}
-	if !l.clock.known {
-		return nil
+	if l.cfg.LocalClock || !l.clock.known {
+		return l.stmtNow(now)
 	}
 	t := l.clock.toDB(now).Add(l.clock.rtt / 2)
 	return &t

@@ -556,7 +556,7 @@ func TestLeaseAfterARiseFollowsTheSlotsGranted(t *testing.T) {
 // each, and they queue for the pool's connections. A statement that waited
 // must still start the pause when its 429 was answered, not when it ran:
 // dated by the statement's clock, the 45 of one burst (80 workers, 200 ms
-// answers) pushed the fleet's pause 0.8 s past the last Retry-After.
+// answers) pushed the fleet's pause 0.75 s past the last Retry-After.
 func TestPenaltyDatedByTheAnswer(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()

@@ -23,16 +23,7 @@ import (
 // (where a bucket learned a call short costs most) and of 1 s, at each
 // rate and latency.
 func unevenCells() []matrixCell {
-	var cells []matrixCell
-	for _, shape := range []string{"bucket-0.1s", "bucket-1s"} {
-		for _, rate := range []float64{20, 200, 1000} {
-			for _, latency := range matrixLatencies {
-				cells = append(cells, matrixCell{family: familyUnknown, shape: shapeNamed(shape), rate: rate,
-					ra: matrixRetryAfter[0], latency: latency, procs: 1, pattern: matrixPatterns[0]})
-			}
-		}
-	}
-	return cells
+	return steadyCells(familyUnknown, []string{"bucket-0.1s", "bucket-1s"}, []float64{20, 200, 1000}, matrixLatencies, []int{1})
 }
 
 // checkUneven runs each cell with and without what uneven does to its spec,
