@@ -7,6 +7,7 @@ import (
 	"os"
 	"runtime"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -166,7 +167,29 @@ var (
 	// which a change of the discovery moves by chance as much as by merit:
 	// go test -run TestDiscoveryMatrix ./internal/limiter/ -matrix.full -matrix.cells /tmp/cells.txt
 	matrixCellsOut = flag.String("matrix.cells", "", "write every cell's figures to this file, one line per cell and figure")
+	// matrixPhaseList runs every cell at the phases given instead of its
+	// own (the suite's) or phase 0 (-matrix.full): one night is a single
+	// draw, and two versions compare fairly only over several, each
+	// row's worst cell then holding its median over them:
+	// go test -run TestDiscoveryMatrix ./internal/limiter/ -matrix.full -matrix.phases 0,2,4 -matrix.cells /tmp/cells.txt
+	matrixPhaseList = flag.String("matrix.phases", "", "run every cell at these phases, separated by commas (default: the suite's own; 0 with -matrix.full)")
 )
+
+// parsePhases reads a -matrix.phases list: phases from 0 on, separated by
+// commas.
+func parsePhases(list string) ([]int, error) {
+	var phases []int
+	for _, f := range strings.Split(list, ",") {
+		p, err := strconv.Atoi(strings.TrimSpace(f))
+		if err != nil || p < 0 {
+			return nil, fmt.Errorf("-matrix.phases: %q is not a phase (a whole number from 0 on)", f)
+		}
+		if !slices.Contains(phases, p) {
+			phases = append(phases, p)
+		}
+	}
+	return phases, nil
+}
 
 // suiteCells is the cross-section of the matrix the ordinary suite runs,
 // each cell at each of its phases (matrixPhases): every shape at every rate
@@ -204,7 +227,7 @@ func suiteCells(all []matrixCell) []matrixCell {
 			out = append(out, c)
 		}
 	}
-	return withPhases(out)
+	return withPhases(out, nil)
 }
 
 // A cell's phase is when its processes start after the provider's clock
@@ -240,11 +263,16 @@ func matrixPhases(c matrixCell) []int {
 	return []int{0, 2, 4}
 }
 
-// withPhases returns every cell at each of its phases.
-func withPhases(cells []matrixCell) []matrixCell {
+// withPhases returns every cell at each of the given phases, or when none
+// are given at each of its own (matrixPhases).
+func withPhases(cells []matrixCell, phases []int) []matrixCell {
 	var out []matrixCell
 	for _, c := range cells {
-		for _, p := range matrixPhases(c) {
+		ps := phases
+		if len(ps) == 0 {
+			ps = matrixPhases(c)
+		}
+		for _, p := range ps {
 			c.phase = p
 			out = append(out, c)
 		}
@@ -421,6 +449,13 @@ func TestDiscoveryMatrix(t *testing.T) {
 	cells := matrixCells()
 	if !*matrixFull {
 		cells = suiteCells(cells)
+	}
+	if *matrixPhaseList != "" {
+		phases, err := parsePhases(*matrixPhaseList)
+		if err != nil {
+			t.Fatal(err)
+		}
+		cells = withPhases(slices.DeleteFunc(cells, func(c matrixCell) bool { return c.phase != 0 }), phases)
 	}
 	if *matrixOnly != "" {
 		cells = slices.DeleteFunc(cells, func(c matrixCell) bool { return !strings.Contains(c.String(), *matrixOnly) })
