@@ -787,3 +787,22 @@ func TestFallNamesTheEstimateItFellFrom(t *testing.T) {
 		t.Fatalf("%s: %d falls, want at least two\n%s", c, falls, formatChanges(r.changes))
 	}
 }
+
+// TestToldLimitWithinThePolicy runs fixed windows of a second that give
+// the IETF RateLimit fields, at 5/s, four processes told the exact limit.
+// The pace the count left implies, from a reset given in whole seconds
+// (`t=1` wherever in the window the call fell), slowed the fleet below
+// the limit it was told, to 93.8%: within the policy's quota, the limit
+// set holds, and only an exhausted quota stops it.
+func TestToldLimitWithinThePolicy(t *testing.T) {
+	t.Parallel()
+	c := matrixCell{family: familyTold, shape: shapeNamed("window-1s-ietf"), rate: 5, ra: matrixRetryAfter[0],
+		procs: 4, pattern: matrixPatterns[0]}
+	r := simulateNight(c.spec())
+	if e := r.efficiency(); e < 0.99 {
+		t.Errorf("%s: efficiency %.1f%%, want >= 99%%\n%s", c, 100*e, formatChanges(r.changes))
+	}
+	if _, _, late := r.count(1, len(r.series)); late > 0 {
+		t.Errorf("%s: %d calls answered 429 after the first second, want none", c, late)
+	}
+}

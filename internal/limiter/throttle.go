@@ -105,14 +105,19 @@ func (l *Shared) Answered(took time.Duration) {
 
 // Observe takes the rate-limit hints of a response. The rate implied by
 // the latest of them caps the effective rate (with the next lease, for
-// every process); an exhausted quota stops this process at once until the
-// reset (at most MaxHintPenalty) and the others at their next lease.
+// every process), unless the limit set is trusted and within the quota
+// the hints' policy states (see withinQuota); an exhausted quota stops
+// this process at once until the reset (at most MaxHintPenalty) and the
+// others at their next lease.
 func (l *Shared) Observe(h Hints) {
 	now := l.cfg.Now()
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	h = l.resets.refine(h)
 	r, ok := h.Rate(now)
+	if ok && l.withinQuota(h) {
+		ok = false
+	}
 	if ok {
 		l.local.hinted(r, h.sentBy(now))
 	}
@@ -122,6 +127,21 @@ func (l *Shared) Observe(h Hints) {
 	if until, ok := h.Exhausted(now); ok {
 		l.local.exhausted(minTime(until, now.Add(l.cfg.MaxHintPenalty)))
 	}
+}
+
+// withinQuota reports whether the limit set is trusted (the provider has
+// not refused it trustedRefusals times) and no faster than the quota the
+// policy of h states (Quota per Window): the fleet then paces at or under
+// the provider's own rate, and the pace the count left implies could only
+// slow it. That pace is read from a reset given in whole seconds, which for
+// a window of a second or two says little of where in it the call fell
+// (resetBound narrows it by as much as one process's calls are dense), and
+// the told limit fell to 93.8% of it (fixed windows of a second, 5/s, four
+// processes). A quota spent by others too still stops the fleet when it
+// runs out: Observe keeps the exhaustion. Called with l.mu held.
+func (l *Shared) withinQuota(h Hints) bool {
+	trusted := l.disc == nil || l.disc.phase <= phaseRefused
+	return trusted && h.Quota > 0 && h.Window > 0 && l.snap.Rate > 0 && l.snap.Rate <= float64(h.Quota)/h.Window.Seconds()
 }
 
 // penaliseSQL stops every lease for @pause_us microseconds from its time
