@@ -160,6 +160,7 @@ func shapeScenario(name string, rate float64, told float64, toldBurst int, shape
 				{name: "efficiency", value: efficiency(r.sim.Series, burst, secs), unit: "%", target: target},
 				{name: "429 share after 10 s", value: 100 * ratio(throttled, calls), unit: "%", target: "<= 1"},
 				{name: "provider calls per accepted call", value: ratio(r.sim.Calls, r.sim.Calls-r.sim.Throttled), unit: "", target: "<= 1.02"},
+				{name: "limiter round trips per call", value: ratio(r.lim.RoundTrips, r.sim.Calls), unit: ""},
 			}
 		},
 	}
