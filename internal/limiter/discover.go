@@ -377,6 +377,15 @@ func (d *discovery) refusing(now time.Time) time.Time {
 	return d.sentOf(now)
 }
 
+// refused records, as refusing does, a 429 answered at now whose
+// Retry-After is pause, and returns how many calls the fleet releases when
+// the pause ends (see refill): what Shared.Throttled writes with the
+// penalty.
+func (d *discovery) refused(now time.Time, pause time.Duration) float64 {
+	calls, _ := d.refill(d.refusing(now), pause)
+	return calls
+}
+
 // sentOf is when a call answered at at was sent, when its own latency is
 // unknown: by the median latency, or, before this process has had an
 // answer, as early as sentUnanswered allows.

@@ -99,7 +99,7 @@ func simulate(c simConfig) simResult {
 				b.Penalise(at, ans.retryAfter, 1)
 				continue
 			}
-			refill, _ := d.refill(d.refusing(at), ans.retryAfter)
+			refill := d.refused(at, ans.retryAfter)
 			hold = at.Add(max(ans.retryAfter, minHold))
 			refusals++
 			d.throttled(at, accepted, accepted, at.Add(ans.retryAfter), refusals, true)

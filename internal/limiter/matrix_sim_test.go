@@ -448,7 +448,7 @@ func (n *night) throttle(who int, retryAfter time.Duration) {
 	l, now := p.l, n.now
 	until := now.Add(retryAfter)
 	l.local.stop(until)
-	refill, _ := l.disc.refill(l.disc.refusing(now), retryAfter)
+	refill := l.disc.refused(now, retryAfter)
 	accepted := l.local.takeAccepted()
 	n.row.penalise(now, retryAfter, true, refill, accepted)
 	l.apply(n.row.state(now), now)

@@ -60,8 +60,7 @@ func (l *Shared) Throttled(ctx context.Context, retryAfter time.Duration, kind T
 	l.local.stop(until)
 	refill := 1.0
 	if l.disc != nil && kind == RateLimited {
-		sent := l.disc.refusing(l.clock.toDB(now))
-		refill, _ = l.disc.refill(sent, retryAfter)
+		refill = l.disc.refused(l.clock.toDB(now), retryAfter)
 	}
 	accepted := l.local.takeAccepted()
 	l.mu.Unlock()
@@ -115,9 +114,7 @@ func (l *Shared) Observe(h Hints) {
 	defer l.mu.Unlock()
 	h = l.resets.refine(h)
 	r, ok := h.Rate(now)
-	if ok && l.withinQuota(h) {
-		ok = false
-	}
+	ok = ok && !l.withinQuota(h)
 	if ok {
 		l.local.hinted(r, h.sentBy(now))
 	}
