@@ -623,8 +623,8 @@ func (d *discovery) throttled(at time.Time, accepted, own int64, resume time.Tim
 		d.estimate, d.guess = math.Max(d.coldSent*d.decrease, d.floor()), true
 		d.period = measureProbe
 		d.record(at, causeThrottle, d.estimate*cruiseShare, fmt.Sprintf(
-			"the provider refused the limit set twice, on too few calls (%d) to measure it: the rate halves until the next 429 measures the provider",
-			accepted-d.last.accepted))
+			"the provider refused the limit set twice, on too few calls to measure it (%d, %s beyond what its bucket may have held): the rate halves until the next 429 measures the provider",
+			accepted-d.last.accepted, human.Number(d.beyondBucket(at, accepted))))
 	case prev == phaseCruise && !d.guess && d.read.window > 0 && at.Before(d.trialFrom):
 		// The trial starts after the first window after the pause,
 		// which holds the calls released when the pause ended, set
@@ -938,10 +938,32 @@ func (d *discovery) measured(was float64, calls int64, rescaled bool) string {
 // rough reports whether the calls accepted since the last counted throttle
 // up to the one at at, with accepted calls by then, are too few to measure
 // the provider's rate: fewer than fewCalls (one call is more than a
-// twentieth of them) soon after a pause, whose refill the provider's bucket
-// may have capped.
+// twentieth of them) soon after a pause, beyond those the provider's bucket
+// may have held when it ended. Those say how deep the bucket is, not how
+// fast it refills: a fleet that spends them at once and is refused sees the
+// bucket alone, and the smallest rate its span allows is as low as the
+// bucket is deep over the pause (a bucket of 20 at 200/s, paused a second:
+// 20/s).
 func (d *discovery) rough(at time.Time, accepted int64) bool {
-	return accepted-d.last.accepted < fewCalls && at.Sub(d.resumeAt) < measureProbe
+	return at.Sub(d.resumeAt) < measureProbe && d.beyondBucket(at, accepted) < fewCalls
+}
+
+// beyondBucket is how many of the calls accepted since the last counted
+// throttle up to the one at at came beyond those the provider's bucket may
+// have held when the pause ended (all of them while nothing bounds it).
+func (d *discovery) beyondBucket(at time.Time, accepted int64) float64 {
+	calls := float64(accepted - d.last.accepted)
+	held := d.burst
+	if held == 0 && !d.coldTo.at.IsZero() {
+		// Before the bucket is learned, it held at most what the
+		// provider accepted from idle.
+		held = float64(d.coldTo.accepted - d.coldFrom.accepted)
+	}
+	if m, ok := d.measure(at); ok {
+		// The pause refilled at most the rate measured over it.
+		held = math.Min(held, m*d.resumeAt.Sub(d.last.at).Seconds())
+	}
+	return math.Max(0, calls-held)
 }
 
 // longestPeriod is how long the probe period grows while the estimate

@@ -390,10 +390,12 @@ func TestDiscoveryWatchesForAComeback(t *testing.T) {
 
 // TestDiscoveryFirstProbeAfterStartUp checks when the first probe after the
 // start-up's measurement comes. The limit set (three times the provider's)
-// is kept until its second refusal, and the calls between the two measure
-// the provider: a pause's refill and the drain, fewer than 2×fewCalls at
-// 20/s and 5/s, so the probes start at firstProbe (no change of the limit
-// has been seen, but the measurement is not close enough to wait longer).
+// is kept until its second refusal; the calls between the two are the
+// pause's refill and the drain, within fewCalls of what the bucket held,
+// too few to measure, so the rate halves and the next 429 measures. At
+// 20/s that span counts 2×fewCalls or more: no change of the limit has been
+// seen, and the measurement is close enough for the probes to start at
+// twice firstProbe. At 5/s it counts a dozen: they start at firstProbe.
 func TestDiscoveryFirstProbeAfterStartUp(t *testing.T) {
 	t.Parallel()
 	for _, tc := range []struct {
@@ -401,7 +403,7 @@ func TestDiscoveryFirstProbeAfterStartUp(t *testing.T) {
 		leastWait time.Duration
 		mostWait  time.Duration
 	}{
-		{20, firstProbe, firstProbe + 2*time.Second},
+		{20, 2 * firstProbe, 2*firstProbe + 2*time.Second},
 		{5, firstProbe, firstProbe + 2*time.Second},
 	} {
 		r := simulate(simConfig{limit: steady(tc.limit), providerBurst: int(tc.limit), ceiling: 3 * tc.limit,

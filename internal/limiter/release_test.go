@@ -4,6 +4,8 @@ import (
 	"math"
 	"testing"
 	"time"
+
+	"github.com/reconcile/reconcile/internal/providersim"
 )
 
 // A bucket taken deeper than the provider's (learned from a start-up whose
@@ -172,5 +174,64 @@ func TestDiscoveryBucketTakenTooShallow(t *testing.T) {
 					c, stored, 100*e, 100*exact.efficiency(), last.burst, b, formatChanges(got.changes))
 			}
 		}
+	}
+}
+
+// TestDiscoveryStartUpReleaseMeasuresNoRate: a consumer told three times
+// the limit starts against a bucket of 20 at 200/s, is refused after the
+// bucket and its refill, and after the second-long pause spends the release
+// at once: the provider takes what its bucket refilled and refuses the
+// rest. Those calls say how deep the bucket is, not how fast it refills;
+// measured, the smallest rate they allow is 27 calls over the pause (the
+// real consumer: 24/s, and 10 s to climb back, 76% of the limit over a
+// minute). Too few to measure, they halve the rate the calls were accepted
+// at, and the next 429 measures the provider.
+func TestDiscoveryStartUpReleaseMeasuresNoRate(t *testing.T) {
+	t.Parallel()
+	const latency = 5 * time.Millisecond
+	m, err := providersim.NewMeter(providersim.TokenBucket, providersim.Schedule{{At: 0, Rate: 200}}, 20, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	d := newDiscovery(DefaultDecrease, DefaultLeaseWindow)
+	d.observe(t0, 0, 0, 600, 0)
+	var n int64
+	refusals := 0
+	// call sends a call at sent; it reports whether the provider took it,
+	// and counts its 429 (pausing a second) when not.
+	call := func(sent time.Time) bool {
+		at := sent.Add(latency)
+		d.answered(latency)
+		if ok, _, _ := m.Take(sent.Sub(t0)); ok {
+			n++
+			d.succeeded(at, n, n)
+			return true
+		}
+		refusals++
+		d.refusing(at)
+		d.throttled(at, n, n, at.Add(time.Second), refusals, true)
+		return false
+	}
+	// The limit set, 600/s, until the provider refuses it.
+	sent := t0
+	for call(sent) {
+		sent = sent.Add(time.Second / 600)
+	}
+	// The release: the calls the pause refilled, sent at once.
+	sent = d.resumeAt.Add(latency)
+	for call(sent) {
+		sent = sent.Add(time.Millisecond)
+	}
+	if d.estimate < 100 || !d.guess {
+		t.Fatalf("after the release's 429: estimate %.1f/s (a guess: %v); want at least half the provider's 200/s, measured again at the next 429\n%s",
+			d.estimate, d.guess, formatChanges(d.changes))
+	}
+	// Cruise at the rate the discovery gives until the next 429.
+	sent = d.resumeAt.Add(latency)
+	for call(sent) {
+		sent = sent.Add(time.Duration(float64(time.Second) / d.rate(sent)))
+	}
+	if math.Abs(d.estimate-200) > 0.1*200 {
+		t.Errorf("after the cruise's 429: estimate %.1f/s; want within 10%% of 200/s\n%s", d.estimate, formatChanges(d.changes))
 	}
 }
