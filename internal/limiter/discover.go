@@ -157,8 +157,10 @@ type span struct {
 // 429 and fed at R, accepts every call accepted in between without going
 // below zero: measure replays the counts against such a bucket (which
 // models the tokens the provider lost while its bucket was full) and
-// bisects for R. At start-up the calls accepted before
-// the first 429 give B once R is known.
+// bisects for R. At start-up the calls accepted before the first 429 give
+// B once R is known. Calls the bucket alone may have held at the pause's
+// end bound B, not R: a span with fewer than fewCalls beyond them is too
+// rough to measure (rough), and the rate halves until the next 429.
 //
 // Between probes the rate cruises at cruiseShare of the estimate. A probe
 // rises above it; its 429 measures the rate again. It first spends the
