@@ -765,6 +765,19 @@ func (d *discovery) throttled(at time.Time, accepted, own int64, resume time.Tim
 			rough := d.rough(at, accepted)
 			d.period = d.measuredPeriod(at, pause, rough, prev == phaseSurge, startUp, accepted-d.last.accepted)
 			d.guess = rough
+			if rough && d.read.window == 0 && was*d.decrease > d.estimate && d.beyondBucket(at, accepted) < 2 {
+				// Fewer than two calls beyond what the bucket may
+				// have held: no two of them are an interval the
+				// provider refilled, and the measure is only the
+				// bucket's depth over the span. As when too soon
+				// to measure, the rate refused halves, no lower
+				// than the measure.
+				d.estimate = was * d.decrease
+				d.record(at, causeThrottle, d.estimate*cruiseShare, fmt.Sprintf(
+					"too few calls to measure the provider (%d, %s beyond what its bucket may have held): the rate halves until the next 429 measures it",
+					accepted-d.last.accepted, human.Number(d.beyondBucket(at, accepted))))
+				break
+			}
 			d.raised = exact && d.read.window == 0 && d.estimate > (1+heldWithin)*was
 			d.record(at, causeEstimate, d.estimate*cruiseShare, d.measured(was, accepted-d.last.accepted, rescaled))
 		}

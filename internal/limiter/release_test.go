@@ -182,7 +182,7 @@ func TestDiscoveryBucketTakenTooShallow(t *testing.T) {
 // bucket and its refill, and after the second-long pause spends the release
 // at once: the provider takes what its bucket refilled and refuses the
 // rest. Those calls say how deep the bucket is, not how fast it refills;
-// measured, the smallest rate they allow is 27 calls over the pause (the
+// measured, the smallest rate they allow is the bucket over the pause (the
 // real consumer: 24/s, and 10 s to climb back, 76% of the limit over a
 // minute). Too few to measure, they halve the rate the calls were accepted
 // at, and the next 429 measures the provider.
@@ -197,9 +197,15 @@ func TestDiscoveryStartUpReleaseMeasuresNoRate(t *testing.T) {
 	d.observe(t0, 0, 0, 600, 0)
 	var n int64
 	refusals := 0
+	read := t0 // the row's last read
 	// call sends a call at sent; it reports whether the provider took it,
-	// and counts its 429 (pausing a second) when not.
+	// and counts its 429 (pausing a second) when not. The row is read a
+	// lease window apart, before a call.
 	call := func(sent time.Time) bool {
+		if sent.Sub(read) >= DefaultLeaseWindow {
+			d.observe(sent, n, n, 600, 0)
+			read = sent
+		}
 		at := sent.Add(latency)
 		d.answered(latency)
 		if ok, _, _ := m.Take(sent.Sub(t0)); ok {
@@ -231,7 +237,53 @@ func TestDiscoveryStartUpReleaseMeasuresNoRate(t *testing.T) {
 	for call(sent) {
 		sent = sent.Add(time.Duration(float64(time.Second) / d.rate(sent)))
 	}
-	if math.Abs(d.estimate-200) > 0.1*200 {
-		t.Errorf("after the cruise's 429: estimate %.1f/s; want within 10%% of 200/s\n%s", d.estimate, formatChanges(d.changes))
+	if d.guess || math.Abs(d.estimate-200) > 0.1*200 {
+		t.Errorf("after the cruise's 429: estimate %.1f/s (a guess: %v); want a measure within 10%% of 200/s\n%s",
+			d.estimate, d.guess, formatChanges(d.changes))
+	}
+}
+
+// TestDiscoveryNoIntervalBeyondTheBucket replays the real consumer against a
+// bucket of 2 at 200/s, told 600/s: after the limit set's second refusal
+// halved it to a guess of 300/s, the workers that waited out the pause went
+// at once and the provider took two calls, its bucket. With no two calls
+// beyond what the bucket held, nothing was refilled between calls that
+// counts: the measure is the bucket over the pause ("measured between two
+// 429s on 2 calls: 5.82/s", then 6 s to climb back). The rate refused
+// halves instead, no lower than the measure.
+func TestDiscoveryNoIntervalBeyondTheBucket(t *testing.T) {
+	t.Parallel()
+	const latency = 5 * time.Millisecond
+	d := newDiscovery(DefaultDecrease, DefaultLeaseWindow)
+	d.observe(t0, 0, 0, 600, 0)
+	var n int64
+	refusals := 0
+	// burst answers k calls sent at once from sent, then refuses the
+	// next, which pauses the fleet a second.
+	burst := func(sent time.Time, k int) {
+		for range k {
+			d.answered(latency)
+			n++
+			d.succeeded(sent.Add(latency), n, n)
+			sent = sent.Add(time.Millisecond)
+		}
+		at := sent.Add(latency)
+		d.answered(latency)
+		refusals++
+		d.refusing(at)
+		d.throttled(at, n, n, at.Add(time.Second), refusals, true)
+	}
+	burst(t0, 3)
+	burst(d.resumeAt, 2)
+	guess := d.estimate
+	if !d.guess || guess < 100 {
+		t.Fatalf("after the limit set's second refusal: estimate %.1f/s (a guess: %v); want half the rate it was sent at\n%s",
+			guess, d.guess, formatChanges(d.changes))
+	}
+	d.observe(d.resumeAt, n, n, 600, guess*cruiseShare)
+	burst(d.resumeAt, 2)
+	if want := guess * DefaultDecrease; d.estimate < want || !d.guess {
+		t.Errorf("after a release of two calls: estimate %.1f/s (a guess: %v); want at least %.1f/s, measured again at the next 429\n%s",
+			d.estimate, d.guess, want, formatChanges(d.changes))
 	}
 }
