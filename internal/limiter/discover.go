@@ -618,7 +618,7 @@ func (d *discovery) throttled(at time.Time, accepted, own int64, resume time.Tim
 		d.period = measureProbe
 		d.record(at, causeThrottle, d.estimate*cruiseShare, fmt.Sprintf(
 			"first 429, with the calls accepted at %s: the rate halves until the next 429 measures the provider", human.Rate(d.coldSent)))
-	case prev == phaseRefused && d.rough(at, accepted):
+	case prev == phaseRefused && d.rough(at, d.beyond(at, accepted)):
 		// The second refusal, on too few calls to measure: as after a
 		// first 429, resume at half the rate the calls were accepted
 		// at and probe soon.
@@ -626,7 +626,7 @@ func (d *discovery) throttled(at time.Time, accepted, own int64, resume time.Tim
 		d.period = measureProbe
 		d.record(at, causeThrottle, d.estimate*cruiseShare, fmt.Sprintf(
 			"the provider refused the limit set twice, on too few calls to measure it (%d, %s beyond what its bucket may have held): the rate halves until the next 429 measures the provider",
-			accepted-d.last.accepted, human.Number(d.beyondBucket(at, accepted))))
+			accepted-d.last.accepted, human.Number(d.beyond(at, accepted))))
 	case prev == phaseCruise && !d.guess && d.read.window > 0 && at.Before(d.trialFrom):
 		// The trial starts after the first window after the pause,
 		// which holds the calls released when the pause ended, set
@@ -720,7 +720,7 @@ func (d *discovery) throttled(at time.Time, accepted, own int64, resume time.Tim
 		// then, and a window's pause costs more (kept). A window
 		// held and confirmed is kept while the bucket says no more.
 		says := cruiseShare*r.rate() > (1+heldWithin)*m || r.same(held) && r.rate() >= m
-		if read && ok && says && !d.rough(at, accepted) && !at.Before(d.refutedUntil) {
+		if read && ok && says && !d.rough(at, d.beyondBucket(accepted, m, ok)) && !at.Before(d.refutedUntil) {
 			if !r.same(held) && r.rate() > (1+heldWithin)*d.estimate {
 				// A new reading: on trial until the fleet has
 				// cruised at it for two windows, and for as long
@@ -762,24 +762,28 @@ func (d *discovery) throttled(at time.Time, accepted, own int64, resume time.Tim
 			if startUp {
 				d.learnBurst(at)
 			}
-			rough := d.rough(at, accepted)
+			rough := d.rough(at, d.beyond(at, accepted))
 			d.period = d.measuredPeriod(at, pause, rough, prev == phaseSurge, startUp, accepted-d.last.accepted)
 			d.guess = rough
-			if rough && d.read.window == 0 && was*d.decrease > d.estimate && d.beyondBucket(at, accepted) < 2 {
-				// Fewer than two calls beyond what the bucket may
-				// have held: no two of them are an interval the
-				// provider refilled, and the measure is only the
-				// bucket's depth over the span. As when too soon
-				// to measure, the rate refused halves, no lower
-				// than the measure.
+			// Fewer than two calls beyond what the bucket may have
+			// held: no two of them are an interval the provider
+			// refilled, and the measure is only the bucket's depth
+			// over the span. As when too soon to measure, the rate
+			// refused halves, no lower than the measure.
+			halve, beyond := false, 0.0
+			if rough && d.read.window == 0 && was*d.decrease > d.estimate {
+				beyond = d.beyond(at, accepted)
+				halve = beyond < 2
+			}
+			if halve {
 				d.estimate = was * d.decrease
 				d.record(at, causeThrottle, d.estimate*cruiseShare, fmt.Sprintf(
 					"too few calls to measure the provider (%d, %s beyond what its bucket may have held): the rate halves until the next 429 measures it",
-					accepted-d.last.accepted, human.Number(d.beyondBucket(at, accepted))))
-				break
+					accepted-d.last.accepted, human.Number(beyond)))
+			} else {
+				d.raised = exact && d.read.window == 0 && d.estimate > (1+heldWithin)*was
+				d.record(at, causeEstimate, d.estimate*cruiseShare, d.measured(was, accepted-d.last.accepted, rescaled))
 			}
-			d.raised = exact && d.read.window == 0 && d.estimate > (1+heldWithin)*was
-			d.record(at, causeEstimate, d.estimate*cruiseShare, d.measured(was, accepted-d.last.accepted, rescaled))
 		}
 	}
 	d.phase = phaseCruise
@@ -951,22 +955,29 @@ func (d *discovery) measured(was float64, calls int64, rescaled bool) string {
 }
 
 // rough reports whether the calls accepted since the last counted throttle
-// up to the one at at, with accepted calls by then, are too few to measure
-// the provider's rate: fewer than fewCalls (one call is more than a
-// twentieth of them) soon after a pause, beyond those the provider's bucket
-// may have held when it ended. Those say how deep the bucket is, not how
+// up to the one at at are too few to measure the provider's rate: soon
+// after the pause, fewer than fewCalls (one call is more than a twentieth
+// of them) beyond those the provider's bucket may have held when it ended
+// (beyond, see beyondBucket). Those say how deep the bucket is, not how
 // fast it refills: a fleet that spends them at once and is refused sees the
 // bucket alone, and the smallest rate its span allows is as low as the
 // bucket is deep over the pause (a bucket of 20 at 200/s, paused a second:
 // 20/s).
-func (d *discovery) rough(at time.Time, accepted int64) bool {
-	return at.Sub(d.resumeAt) < measureProbe && d.beyondBucket(at, accepted) < fewCalls
+func (d *discovery) rough(at time.Time, beyond float64) bool {
+	return at.Sub(d.resumeAt) < measureProbe && beyond < fewCalls
+}
+
+// beyond is beyondBucket with the span measured now.
+func (d *discovery) beyond(at time.Time, accepted int64) float64 {
+	m, ok := d.measure(at)
+	return d.beyondBucket(accepted, m, ok)
 }
 
 // beyondBucket is how many of the calls accepted since the last counted
-// throttle up to the one at at came beyond those the provider's bucket may
-// have held when the pause ended (all of them while nothing bounds it).
-func (d *discovery) beyondBucket(at time.Time, accepted int64) float64 {
+// throttle, accepted by then, came beyond those the provider's bucket may
+// have held when the pause ended (all of them while nothing bounds it); m
+// is the rate measured over the span (ok false: none).
+func (d *discovery) beyondBucket(accepted int64, m float64, ok bool) float64 {
 	calls := float64(accepted - d.last.accepted)
 	held := d.burst
 	if held == 0 && !d.coldTo.at.IsZero() {
@@ -974,7 +985,7 @@ func (d *discovery) beyondBucket(at time.Time, accepted int64) float64 {
 		// provider accepted from idle.
 		held = float64(d.coldTo.accepted - d.coldFrom.accepted)
 	}
-	if m, ok := d.measure(at); ok {
+	if ok {
 		// The pause refilled at most the rate measured over it.
 		held = math.Min(held, m*d.resumeAt.Sub(d.last.at).Seconds())
 	}

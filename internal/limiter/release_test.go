@@ -66,6 +66,31 @@ func TestDiscoveryBucketTakenTooDeep(t *testing.T) {
 	}
 }
 
+// discoveryFeed drives a discovery as one process whose answers all take
+// latency, each 429 it counts pausing the fleet a second from its answer.
+type discoveryFeed struct {
+	d        *discovery
+	latency  time.Duration
+	accepted int64
+	refusals int // counted so far
+}
+
+// answer reports an accepted answer to a call sent at sent.
+func (f *discoveryFeed) answer(sent time.Time) {
+	f.d.answered(f.latency)
+	f.accepted++
+	f.d.succeeded(sent.Add(f.latency), f.accepted, f.accepted)
+}
+
+// refuse reports a 429 to a call sent at sent.
+func (f *discoveryFeed) refuse(sent time.Time) {
+	f.d.answered(f.latency)
+	at := sent.Add(f.latency)
+	f.refusals++
+	f.d.refusing(at)
+	f.d.throttled(at, f.accepted, f.accepted, at.Add(time.Second), f.refusals, true)
+}
+
 // TestDiscoveryTakesBackABucketAFallShrank: a fall can land while a release
 // is being spent, and its first 429 then reads as a bucket that holds less.
 // The next 429, cruising under the estimate kept, is the fall's: the rate
@@ -73,27 +98,15 @@ func TestDiscoveryBucketTakenTooDeep(t *testing.T) {
 // would read as a faster rate.
 func TestDiscoveryTakesBackABucketAFallShrank(t *testing.T) {
 	t.Parallel()
-	const latency = 20 * time.Millisecond
 	d := newDiscovery(DefaultDecrease, DefaultLeaseWindow)
 	d.observe(t0, 0, 0, 600, 0)
 	d.startFrom(t0, 0, 0, 200, 20, 600)
-	var n int64
-	answer := func(sent time.Time) {
-		d.answered(latency)
-		n++
-		d.succeeded(sent.Add(latency), n, n)
-	}
-	refuse := func(sent time.Time) {
-		d.answered(latency)
-		at := sent.Add(latency)
-		d.refusing(at)
-		d.throttled(at, n, n, at.Add(time.Second), trustedRefusals+1, true)
-	}
+	f := discoveryFeed{d: d, latency: 20 * time.Millisecond, refusals: trustedRefusals}
 	// The release, paced at 200/s: the 11th call is refused.
 	for i := range 10 {
-		answer(t0.Add(time.Duration(i) * 5 * time.Millisecond))
+		f.answer(t0.Add(time.Duration(i) * 5 * time.Millisecond))
 	}
-	refuse(t0.Add(50 * time.Millisecond))
+	f.refuse(t0.Add(50 * time.Millisecond))
 	if d.burst >= 20 || d.estimate != 200 {
 		t.Fatalf("after a 429 during the release: bucket %.1f, estimate %.1f/s; want a smaller bucket and the estimate kept\n%s",
 			d.burst, d.estimate, formatChanges(d.changes))
@@ -101,9 +114,9 @@ func TestDiscoveryTakesBackABucketAFallShrank(t *testing.T) {
 	// The cruise after the pause, refused 2 s in: the limit fell.
 	resume := t0.Add(1070 * time.Millisecond)
 	for i := range 400 {
-		answer(resume.Add(time.Duration(i) * 5 * time.Millisecond))
+		f.answer(resume.Add(time.Duration(i) * 5 * time.Millisecond))
 	}
-	refuse(resume.Add(2 * time.Second))
+	f.refuse(resume.Add(2 * time.Second))
 	if d.burst != 20 || d.estimate > 100 {
 		t.Errorf("after the cruise's 429: bucket %.1f, estimate %.1f/s; want the bucket of 20 back and the rate halved\n%s",
 			d.burst, d.estimate, formatChanges(d.changes))
@@ -129,17 +142,11 @@ func TestDiscoveryReleaseStartsWhenThePauseEnds(t *testing.T) {
 	// The last refused call's answer ends the pause 150 ms later.
 	resume := t0.Add(150 * time.Millisecond)
 	d.paused(resume)
-	var n int64
+	f := discoveryFeed{d: d, latency: latency, refusals: trustedRefusals}
 	for i := range 20 {
-		sent := resume.Add(time.Duration(i) * 5 * time.Millisecond)
-		d.answered(latency)
-		n++
-		d.succeeded(sent.Add(latency), n, n)
+		f.answer(resume.Add(time.Duration(i) * 5 * time.Millisecond))
 	}
-	at := resume.Add(100*time.Millisecond + latency)
-	d.answered(latency)
-	d.refusing(at)
-	d.throttled(at, n, n, at.Add(time.Second), trustedRefusals+1, true)
+	f.refuse(resume.Add(100 * time.Millisecond))
 	if d.burst >= 22 || d.estimate != 200 {
 		t.Errorf("a 429 100 ms into the release: bucket %.1f, estimate %.1f/s; want a smaller bucket and the estimate kept\n%s",
 			d.burst, d.estimate, formatChanges(d.changes))
@@ -188,35 +195,27 @@ func TestDiscoveryBucketTakenTooShallow(t *testing.T) {
 // at, and the next 429 measures the provider.
 func TestDiscoveryStartUpReleaseMeasuresNoRate(t *testing.T) {
 	t.Parallel()
-	const latency = 5 * time.Millisecond
 	m, err := providersim.NewMeter(providersim.TokenBucket, providersim.Schedule{{At: 0, Rate: 200}}, 20, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
 	d := newDiscovery(DefaultDecrease, DefaultLeaseWindow)
 	d.observe(t0, 0, 0, 600, 0)
-	var n int64
-	refusals := 0
+	f := discoveryFeed{d: d, latency: 5 * time.Millisecond}
 	read := t0 // the row's last read
-	// call sends a call at sent; it reports whether the provider took it,
-	// and counts its 429 (pausing a second) when not. The row is read a
-	// lease window apart, before a call.
+	// call sends a call at sent; it reports whether the provider took it.
+	// The row is read a lease window apart, before a call.
 	call := func(sent time.Time) bool {
 		if sent.Sub(read) >= DefaultLeaseWindow {
-			d.observe(sent, n, n, 600, 0)
+			d.observe(sent, f.accepted, f.accepted, 600, 0)
 			read = sent
 		}
-		at := sent.Add(latency)
-		d.answered(latency)
-		if ok, _, _ := m.Take(sent.Sub(t0)); ok {
-			n++
-			d.succeeded(at, n, n)
-			return true
+		if ok, _, _ := m.Take(sent.Sub(t0)); !ok {
+			f.refuse(sent)
+			return false
 		}
-		refusals++
-		d.refusing(at)
-		d.throttled(at, n, n, at.Add(time.Second), refusals, true)
-		return false
+		f.answer(sent)
+		return true
 	}
 	// The limit set, 600/s, until the provider refuses it.
 	sent := t0
@@ -224,7 +223,7 @@ func TestDiscoveryStartUpReleaseMeasuresNoRate(t *testing.T) {
 		sent = sent.Add(time.Second / 600)
 	}
 	// The release: the calls the pause refilled, sent at once.
-	sent = d.resumeAt.Add(latency)
+	sent = d.resumeAt.Add(f.latency)
 	for call(sent) {
 		sent = sent.Add(time.Millisecond)
 	}
@@ -233,7 +232,7 @@ func TestDiscoveryStartUpReleaseMeasuresNoRate(t *testing.T) {
 			d.estimate, d.guess, formatChanges(d.changes))
 	}
 	// Cruise at the rate the discovery gives until the next 429.
-	sent = d.resumeAt.Add(latency)
+	sent = d.resumeAt.Add(f.latency)
 	for call(sent) {
 		sent = sent.Add(time.Duration(float64(time.Second) / d.rate(sent)))
 	}
@@ -253,25 +252,17 @@ func TestDiscoveryStartUpReleaseMeasuresNoRate(t *testing.T) {
 // halves instead, no lower than the measure.
 func TestDiscoveryNoIntervalBeyondTheBucket(t *testing.T) {
 	t.Parallel()
-	const latency = 5 * time.Millisecond
 	d := newDiscovery(DefaultDecrease, DefaultLeaseWindow)
 	d.observe(t0, 0, 0, 600, 0)
-	var n int64
-	refusals := 0
-	// burst answers k calls sent at once from sent, then refuses the
-	// next, which pauses the fleet a second.
+	f := discoveryFeed{d: d, latency: 5 * time.Millisecond}
+	// burst answers k calls sent a millisecond apart from sent, then
+	// refuses the next.
 	burst := func(sent time.Time, k int) {
 		for range k {
-			d.answered(latency)
-			n++
-			d.succeeded(sent.Add(latency), n, n)
+			f.answer(sent)
 			sent = sent.Add(time.Millisecond)
 		}
-		at := sent.Add(latency)
-		d.answered(latency)
-		refusals++
-		d.refusing(at)
-		d.throttled(at, n, n, at.Add(time.Second), refusals, true)
+		f.refuse(sent)
 	}
 	burst(t0, 3)
 	burst(d.resumeAt, 2)
@@ -280,7 +271,7 @@ func TestDiscoveryNoIntervalBeyondTheBucket(t *testing.T) {
 		t.Fatalf("after the limit set's second refusal: estimate %.1f/s (a guess: %v); want half the rate it was sent at\n%s",
 			guess, d.guess, formatChanges(d.changes))
 	}
-	d.observe(d.resumeAt, n, n, 600, guess*cruiseShare)
+	d.observe(d.resumeAt, f.accepted, f.accepted, 600, guess*cruiseShare)
 	burst(d.resumeAt, 2)
 	if want := guess * DefaultDecrease; d.estimate < want || !d.guess {
 		t.Errorf("after a release of two calls: estimate %.1f/s (a guess: %v); want at least %.1f/s, measured again at the next 429\n%s",
