@@ -171,7 +171,10 @@ type span struct {
 // calls: longestPeriod); after a change it starts again at firstProbe. A
 // probe that outlives the moment its 429 was due (more calls accepted than
 // the estimate and B allow) has found a raised limit and doubles the rate
-// every surgeDoubling until the 429 comes. A 429 while cruising means the
+// every surgeDoubling until the 429 comes. That 429, or a probe's that
+// measured well above the estimate, measured a span that began under the
+// old limit: while a probe costs only its 429s, the next one comes
+// measureProbe after the pause. A 429 while cruising means the
 // limit fell: the rate halves and a probe follows within measureProbe, so
 // the next 429 measures the new rate. So does a first 429 after the
 // configured rate held for heldFor. For comebackWatch after a fall (the
@@ -753,6 +756,7 @@ func (d *discovery) throttled(at time.Time, accepted, own int64, resume time.Tim
 			// a smaller one is the measure's grain, and would end a
 			// watch for the comeback of a real fall.
 			grain := math.Max(heldWithin, 1/float64(max(accepted-d.last.accepted, 1)))
+			wasGuess := d.guess
 			if !d.guess && m < (1-grain)*d.estimate {
 				d.fell(at)
 			}
@@ -763,7 +767,14 @@ func (d *discovery) throttled(at time.Time, accepted, own int64, resume time.Tim
 				d.learnBurst(at)
 			}
 			rough := d.rough(at, d.beyond(at, accepted))
-			d.period = d.measuredPeriod(at, pause, rough, prev == phaseSurge, startUp, accepted-d.last.accepted)
+			// The limit rose during the span: a surge found it, or a
+			// probe measured a bucket's rate above the estimate by
+			// more than two measures within a twentieth of the rate
+			// (fewCalls) differ by chance. A window read is not a
+			// rise: the same calls read another way.
+			rose := prev == phaseSurge ||
+				prev == phaseProbe && !wasGuess && d.read.window == 0 && d.estimate > (1+2.0/fewCalls)*was
+			d.period = d.measuredPeriod(at, pause, rough, rose, startUp, accepted-d.last.accepted)
 			d.guess = rough
 			// Fewer than two calls beyond what the bucket may have
 			// held: no two of them are an interval the provider
@@ -1023,7 +1034,7 @@ func (d *discovery) heldPeriod(at time.Time, pause time.Duration) time.Duration 
 // measuredPeriod is the probe period after a 429 at at measured a new
 // estimate on calls accepted since the last one, its pause lasting pause:
 // the first of these rules that applies, or firstProbe.
-func (d *discovery) measuredPeriod(at time.Time, pause time.Duration, rough, surged, startUp bool, calls int64) time.Duration {
+func (d *discovery) measuredPeriod(at time.Time, pause time.Duration, rough, rose, startUp bool, calls int64) time.Duration {
 	cheap := !d.costly(pause)
 	switch {
 	case rough:
@@ -1031,7 +1042,7 @@ func (d *discovery) measuredPeriod(at time.Time, pause time.Duration, rough, sur
 		// (one call is more than a twentieth of it): measure again at
 		// the next 429, soon.
 		return measureProbe
-	case surged && cheap:
+	case rose && cheap:
 		// The span measured began under the old limit, so it
 		// understates the new one: measure again soon, from this 429,
 		// while a probe costs only its 429s. When it costs part of a

@@ -388,6 +388,44 @@ func TestDiscoveryWatchesForAComeback(t *testing.T) {
 	}
 }
 
+// TestDiscoveryMeasuresAgainAfterARise runs a ×4 rise, at 40 s, against a
+// bucket of 5 s of the rate (answers taking 200 ms, Retry-After 2 s): the
+// probe due at 38.5 s spans the rise, and its 429 measures 60/s where the
+// limit had been 50/s and now is 200/s. Such a measure understates a limit
+// that rose during its span, as a surge's does; with the next probe at
+// firstProbe the rise was used only 21 s after it came. While a probe costs
+// only its 429s, the next one comes measureProbe after the pause.
+func TestDiscoveryMeasuresAgainAfterARise(t *testing.T) {
+	t.Parallel()
+	c := matrixCell{family: familyUnknown, shape: shapeNamed("bucket-5s"), rate: 200, ra: matrixRetryAfter[1],
+		latency: 200 * time.Millisecond, procs: 1, pattern: matrixPatterns[1]}
+	r := simulateNight(c.spec())
+	var rose, probed time.Time
+	was := 0.0
+	for _, ch := range r.changes {
+		switch {
+		case rose.IsZero() && ch.cause == causeEstimate && was > 0 && ch.estimate > 1.1*was && ch.at.After(t0.Add(40*time.Second)):
+			rose = ch.at
+		case !rose.IsZero() && ch.cause == causeProbe:
+			probed = ch.at
+		}
+		if !probed.IsZero() {
+			break
+		}
+		if ch.estimate > 0 {
+			was = ch.estimate
+		}
+	}
+	// The measure is dated when the refused call was sent: its answer,
+	// the pause, then the period; the probe starts at the first lease
+	// after it.
+	most := c.latency + c.ra.min + measureProbe + DefaultLeaseWindow
+	if rose.IsZero() || probed.IsZero() || probed.Sub(rose) > most {
+		t.Errorf("%s: the measure that rose at %v, the next probe at %v; want it within %v%s",
+			c, rose.Sub(t0), probed.Sub(t0), most, formatChanges(r.changes))
+	}
+}
+
 // TestDiscoveryFirstProbeAfterStartUp checks when the first probe after the
 // start-up's measurement comes. The limit set (three times the provider's)
 // is kept until its second refusal; the calls between the two are the
