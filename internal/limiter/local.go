@@ -85,12 +85,14 @@ type reservation struct {
 	slot time.Time // actGrant: the slot reserved, for cancel
 }
 
-// advance drops the slots that can no longer be used at now: all of them
-// during a penalty (and no lease before it ends), and those more than window
-// old.
+// advance drops the slots that can no longer be used at now: during a
+// penalty those before its end (and no lease before it ends), and those
+// more than window old. A slot after the penalty's end was leased from a
+// bucket whose level the penalty left alone (the row resets only a level
+// dated before the penalty's end), so it is still the fleet's to use.
 func (s *local) advance(now time.Time) {
 	if now.Before(s.penalty) {
-		s.slots = nil
+		s.dropBefore(s.penalty)
 		s.retryAt = maxTime(s.retryAt, s.penalty)
 	}
 	for len(s.slots) > 0 && now.Sub(s.slots[0]) > s.window {
@@ -103,17 +105,17 @@ func (s *local) advance(now time.Time) {
 // rate and leasing whether a lease is in flight: use the earliest slot (it
 // is reserved; cancel returns it), sleep until the row allows a lease, wait
 // for the lease in flight, or lease. An exhausted quota seen here leases at
-// once, even before the retry time: the row must hear of it now, not after
-// the pause it causes.
+// once, before the slots kept for after the reset and the retry time: the
+// row must hear of it now, not after the pause it causes.
 func (s *local) reserve(now time.Time, rate float64, leasing bool) reservation {
 	s.advance(now)
 	switch {
+	case !leasing && !s.pending.hintStop.IsZero():
+		return reservation{act: actLease}
 	case len(s.slots) > 0:
 		slot := s.slots[0]
 		s.slots = s.slots[1:]
 		return reservation{act: actGrant, at: s.grantTime(slot, now, rate), slot: slot}
-	case !leasing && !s.pending.hintStop.IsZero():
-		return reservation{act: actLease}
 	case now.Before(s.retryAt):
 		return reservation{act: actSleep, at: s.retryAt}
 	case leasing:
@@ -301,10 +303,30 @@ func (s *local) hinted(rate float64, sent time.Time) {
 }
 
 // exhausted records a quota exhausted until then: this process stops at
-// once, and the next lease writes the penalty to the row.
-func (s *local) exhausted(until time.Time) {
+// once, and the next lease writes the penalty to the row. With paced, the
+// fleet was paced within the quota, and the slots leased for after the
+// reset are kept: their tokens are spent in the row, and dropped they were
+// lost, a call of every other window when the fleet paces at the quota (a
+// fixed window of 20 a second: 97.5%). Slots leased at the pace the count
+// left implies are dropped: that pace spikes near a reset, and its slots
+// after it come in a clump.
+func (s *local) exhausted(until time.Time, paced bool) {
 	s.pending.merge(report{hintStop: until})
-	s.stop(until)
+	if !paced {
+		s.stop(until)
+		return
+	}
+	s.penalised(until)
+	s.dropBefore(until)
+}
+
+// dropBefore drops the slots before t.
+func (s *local) dropBefore(t time.Time) {
+	i := 0
+	for i < len(s.slots) && s.slots[i].Before(t) {
+		i++
+	}
+	s.slots = s.slots[i:]
 }
 
 // minRate is the smallest rate a hint sets: one token a day.

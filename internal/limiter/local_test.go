@@ -54,15 +54,31 @@ func TestLocalReserve(t *testing.T) {
 			s.penalty = ms(500)
 		}, ms(0), 100, false,
 			want{act: actSleep, at: ms(500)}},
+		{"penalty: a slot after it is kept", func(s *local) {
+			s.slots = []time.Time{ms(10), ms(600)}
+			s.penalty = ms(500)
+		}, ms(0), 100, false,
+			want{act: actGrant, at: ms(600)}},
+		{"quota exhausted: the row hears of it first, the slot after the reset is kept", func(s *local) {
+			s.slots = []time.Time{ms(900), ms(1000)}
+			s.exhausted(ms(1000), true)
+		}, ms(970), 100, false,
+			want{act: actLease, slots: 1}},
+		{"quota exhausted, reported: the slot after the reset", func(s *local) {
+			s.slots = []time.Time{ms(1000)}
+			s.exhausted(ms(1000), true)
+			s.takeReport()
+		}, ms(970), 100, false,
+			want{act: actGrant, at: ms(1000)}},
 		{"penalty over: lease", func(s *local) { s.penalty = ms(500) }, ms(500), 100, false,
 			want{act: actLease}},
 		{"retry time ahead: sleep", func(s *local) { s.retryAt = ms(80) }, ms(0), 100, false,
 			want{act: actSleep, at: ms(80)}},
 		{"retry time ahead, lease in flight: sleep", func(s *local) { s.retryAt = ms(80) }, ms(0), 100, true,
 			want{act: actSleep, at: ms(80)}},
-		{"exhausted quota to report: lease at once, even in a penalty", func(s *local) { s.exhausted(ms(5000)) }, ms(0), 100, false,
+		{"exhausted quota to report: lease at once, even in a penalty", func(s *local) { s.exhausted(ms(5000), false) }, ms(0), 100, false,
 			want{act: actLease}},
-		{"exhausted quota, lease in flight: sleep", func(s *local) { s.exhausted(ms(5000)) }, ms(0), 100, true,
+		{"exhausted quota, lease in flight: sleep", func(s *local) { s.exhausted(ms(5000), false) }, ms(0), 100, true,
 			want{act: actSleep, at: ms(5000)}},
 	}
 	for _, tt := range tests {
@@ -255,7 +271,7 @@ func TestLocalReport(t *testing.T) {
 	s.succeeded()
 	s.hinted(30, ms(20))
 	s.hinted(20, ms(10)) // of an earlier call: the later one's stands
-	s.exhausted(ms(500))
+	s.exhausted(ms(500), false)
 	r := s.takeReport()
 	if want := (report{success: true, accepted: 1, hintRate: 30, hintAt: ms(20), hintStop: ms(500)}); r != want {
 		t.Fatalf("report %+v, want %+v", r, want)
@@ -268,7 +284,7 @@ func TestLocalReport(t *testing.T) {
 	// and the later stop stand.
 	s.succeeded()
 	s.hinted(40, ms(30))
-	s.exhausted(ms(400))
+	s.exhausted(ms(400), false)
 	s.restore(r)
 	if want := (report{success: true, accepted: 2, hintRate: 40, hintAt: ms(30), hintStop: ms(500)}); s.pending != want {
 		t.Errorf("after restore %+v, want %+v", s.pending, want)

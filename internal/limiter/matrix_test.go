@@ -823,7 +823,7 @@ var matrixFloors = map[string]float64{
 	"told log-10s steady calls per item":                 1.020,
 	"told window-1s steady efficiency":                   0.989,
 	"told window-1s steady calls per item":               1.020,
-	"told window-1s-ietf steady efficiency":              0.952,
+	"told window-1s-ietf steady efficiency":              0.989,
 	"told window-1s-ietf steady calls per item":          1.020,
 	"told leaky-20s steady efficiency":                   0.988,
 	"told leaky-20s steady calls per item":               1.020,

@@ -114,7 +114,8 @@ func (l *Shared) Observe(h Hints) {
 	defer l.mu.Unlock()
 	h = l.resets.refine(h)
 	r, ok := h.Rate(now)
-	ok = ok && !l.withinQuota(h)
+	within := l.withinQuota(h)
+	ok = ok && !within
 	if ok {
 		l.local.hinted(r, h.sentBy(now))
 	}
@@ -122,7 +123,7 @@ func (l *Shared) Observe(h Hints) {
 		l.disc.hinted(l.clock.toDB(now), r)
 	}
 	if until, ok := h.Exhausted(now); ok {
-		l.local.exhausted(minTime(until, now.Add(l.cfg.MaxHintPenalty)))
+		l.local.exhausted(minTime(until, now.Add(l.cfg.MaxHintPenalty)), within)
 	}
 }
 
