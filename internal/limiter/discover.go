@@ -598,6 +598,13 @@ func (d *discovery) throttled(at time.Time, accepted, own int64, resume time.Tim
 	if prev == phaseCruise && !d.guess && d.read.window > 0 && !at.Before(d.trialUntil) {
 		full, held, windowFull = d.win.confirm(d.read, refusal{at: at, accepted: accepted})
 	}
+	// The limit set's second refusal: the calls since the first beyond
+	// what the bucket may have held, measured once for the test and the
+	// history line (the measure reads no state the case changes).
+	var refusedBeyond float64
+	if prev == phaseRefused {
+		refusedBeyond = d.beyond(at, accepted)
+	}
 	switch {
 	case prev == phaseCold && refusals < trustedRefusals:
 		// The limit set is trusted: keep it, and measure the provider
@@ -621,7 +628,7 @@ func (d *discovery) throttled(at time.Time, accepted, own int64, resume time.Tim
 		d.period = measureProbe
 		d.record(at, causeThrottle, d.estimate*cruiseShare, fmt.Sprintf(
 			"first 429, with the calls accepted at %s: the rate halves until the next 429 measures the provider", human.Rate(d.coldSent)))
-	case prev == phaseRefused && d.rough(at, d.beyond(at, accepted)):
+	case prev == phaseRefused && d.rough(at, refusedBeyond):
 		// The second refusal, on too few calls to measure: as after a
 		// first 429, resume at half the rate the calls were accepted
 		// at and probe soon.
@@ -629,7 +636,7 @@ func (d *discovery) throttled(at time.Time, accepted, own int64, resume time.Tim
 		d.period = measureProbe
 		d.record(at, causeThrottle, d.estimate*cruiseShare, fmt.Sprintf(
 			"the provider refused the limit set twice, on too few calls to measure it (%d, %s beyond what its bucket may have held): the rate halves until the next 429 measures the provider",
-			accepted-d.last.accepted, human.Number(d.beyond(at, accepted))))
+			accepted-d.last.accepted, human.Number(refusedBeyond)))
 	case prev == phaseCruise && !d.guess && d.read.window > 0 && at.Before(d.trialFrom):
 		// The trial starts after the first window after the pause,
 		// which holds the calls released when the pause ended, set
