@@ -784,7 +784,7 @@ var matrixFloors = map[string]float64{
 	"unknown window-1s fall-rise efficiency":             0.778,
 	"unknown window-1s fall-rise calls per item":         1.034,
 	"unknown window-1s zigzag efficiency":                0.787,
-	"unknown window-1s zigzag calls per item":            1.113,
+	"unknown window-1s zigzag calls per item":            1.158,
 	"unknown window-1s rise-x4 efficiency":               0.751,
 	"unknown window-1s rise-x4 calls per item":           1.025,
 	"unknown window-1s-ietf steady efficiency":           0.861,

@@ -2,6 +2,7 @@ package limiter
 
 import (
 	"math"
+	"slices"
 	"sort"
 	"time"
 )
@@ -324,17 +325,25 @@ const agreeing = 3
 // full). A bucket's refusals that agree as a window's, after the same
 // cruise and the same pause, are refuted by its first, after a burst from
 // idle: that one held more than a window would, or less. The quota is the
-// lowest count, in whole calls: reading a window too large costs a 429 and
-// a pause, too small a hundredth of the rate or so. After the change since
-// (when not zero), only the refusals and windows it counts are checked.
+// median count, in whole calls: the counts agree within windowSlack, and
+// one of three off by a call (a call dated across the window's edge) is
+// outvoted. The lowest, read below a small quota by one count, cost a
+// call in every window (a fifth of the rate at 5 calls a second), and the
+// probes' 429s under it confirmed it; one read a call too large costs a
+// 429, and the window then refuses full (see confirm), at the count less
+// a call. After the
+// change since (when not zero), only the refusals and windows it counts
+// are checked.
 func (w *windowLog) agree(r reading, rs []refusal, span int, since shift) (float64, bool) {
 	lo, hi := math.Inf(1), math.Inf(-1)
 	cameLo, cameHi := math.Inf(1), math.Inf(-1)
+	ns := make([]float64, 0, len(rs))
 	for _, x := range rs {
 		n, came, ok := w.loads(r, x)
 		if !ok {
 			return 0, false
 		}
+		ns = append(ns, calls(n))
 		lo, hi = math.Min(lo, n), math.Max(hi, n)
 		cameLo, cameHi = math.Min(cameLo, came), math.Max(cameHi, came)
 	}
@@ -362,7 +371,8 @@ func (w *windowLog) agree(r reading, rs []refusal, span int, since shift) (float
 			return 0, false
 		}
 	}
-	return calls(lo), true
+	slices.Sort(ns)
+	return ns[len(ns)/2], true
 }
 
 // from is where the windows of r the reading checks start: at the first
