@@ -1013,13 +1013,16 @@ func (d *discovery) beyondBucket(accepted int64, m float64, ok bool) float64 {
 // longestPeriod is how long the probe period grows while the estimate
 // holds, for pauses of the given length: long enough that the probes cost
 // at most probeShare of the calls. A probe costs the calls its pause loses:
-// the provider refills R×pause meanwhile and its bucket keeps B of it, so
-// cost = max(1, R×pause − B) calls (at least the one refused), against
-// R×period calls sent between two probes; hence period = cost /
-// (probeShare × R), and never less than firstProbe. With R and B unknown
-// the whole pause counts.
+// the provider refills R×pause meanwhile and its bucket keeps B of it. A
+// pause shorter than the lease window (lag) costs that window all the
+// same: the refused call's process drops the slots it leased, whose tokens
+// stay spent in the row, and the calls after the pause wait until they
+// would have gone. So cost = max(1, R×max(pause, lag) − B) calls (at least
+// the one refused), against R×period calls sent between two probes; hence
+// period = cost / (probeShare × R), and never less than firstProbe. With R
+// and B unknown the whole pause counts.
 func (d *discovery) longestPeriod(pause time.Duration) time.Duration {
-	cost := math.Max(1, d.estimate*pause.Seconds()-d.kept())
+	cost := math.Max(1, d.estimate*max(pause, d.lag).Seconds()-d.kept())
 	return max(firstProbe, durationOf(cost/(probeShare*d.estimate)))
 }
 

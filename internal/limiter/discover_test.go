@@ -636,6 +636,36 @@ func TestProbesCostTheirShareOverAnHour(t *testing.T) {
 	}
 }
 
+// TestShortPausesCostALease runs steady nights against a bucket of one call
+// whose 429s give a Retry-After shorter than a lease, or none: a probe's
+// 429 costs the calls of the lease its process drops (their tokens stay
+// spent in the row), R × lease window of them, and after the first 30 s
+// the probes may cost at most 1% of the calls. Spaced as if a pause of
+// nothing cost the refused call alone, a probe came every 5 s and they cost
+// 2% (1,000/s, 200 ms answers: 91.1% of the physical minimum).
+func TestShortPausesCostALease(t *testing.T) {
+	t.Parallel()
+	const from = 30 // seconds: the start-up's measurements are done
+	for _, rate := range []float64{200, 1000} {
+		for _, ra := range matrixRetryAfter[2:] { // exact, and none
+			c := matrixCell{family: familyUnknown, shape: shapeNamed("bucket-1call"), rate: rate, ra: ra,
+				latency: 200 * time.Millisecond, procs: 1, pattern: matrixPatterns[0]}
+			r := simulateNight(c.spec())
+			probes := 0
+			for _, s := range r.series[from:] {
+				if s.throttled > 0 {
+					probes++
+				}
+			}
+			lost := float64(probes) * rate * DefaultLeaseWindow.Seconds()
+			if cost := lost / (rate * float64(len(r.series)-from)); cost > 0.01 {
+				t.Errorf("%s: %d probes after %d s, costing %.2f%% of the calls; want <= 1%%%s",
+					c, probes, from, 100*cost, formatChanges(r.changes))
+			}
+		}
+	}
+}
+
 // TestDiscoveryTakesTheLeadersProbe cruises a process at an estimate of
 // 100/s while the fleet, steered by the process that counted the last 429,
 // is sent at fleet: a 429 then is that process's probe's when the fleet was
