@@ -331,9 +331,8 @@ const agreeing = 3
 // call in every window (a fifth of the rate at 5 calls a second), and the
 // probes' 429s under it confirmed it; one read a call too large costs a
 // 429, and the window then refuses full (see confirm), at the count less
-// a call. After the
-// change since (when not zero), only the refusals and windows it counts
-// are checked.
+// a call. After the change since (when not zero), only the refusals and
+// windows it counts are checked.
 func (w *windowLog) agree(r reading, rs []refusal, span int, since shift) (float64, bool) {
 	lo, hi := math.Inf(1), math.Inf(-1)
 	cameLo, cameHi := math.Inf(1), math.Inf(-1)

@@ -198,9 +198,11 @@ func TestDiscoveryReadsWindows(t *testing.T) {
 		{"window-1s", 1000, matrixRetryAfter[0], 200 * time.Millisecond, "window of 1s", 0.8},
 		{"window-1s", 20, matrixRetryAfter[0], 20 * time.Millisecond, "window of 1s", 0.8},
 		{"log-10s", 1000, matrixRetryAfter[2], 20 * time.Millisecond, "sliding window of 10s", 0.95},
-		// A quota of 5: the counts before three refusals came out 4, 5
-		// and 5 (a call dated across the window's edge), and the
-		// lowest read a fixed window of 4 (76.3%).
+		// A quota of 5: before three refusals a sliding window of a
+		// second held 5, 5 and 5 calls, a fixed one at one of the
+		// starts tried 4, 5 and 5 (a call dated across its edge); the
+		// lowest count of each read, the lowest quota won: a fixed
+		// window of 4 (76.3%).
 		{"log-1s", 5, matrixRetryAfter[0], 0, "each after 5 calls in a sliding window of 1s", 0.9},
 	} {
 		c := matrixCell{family: familyUnknown, shape: shapeNamed(tc.shape), rate: tc.rate, ra: tc.ra, latency: tc.latency,
