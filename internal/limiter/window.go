@@ -316,10 +316,11 @@ func (w *windowLog) holds(r reading, from time.Time, limit float64) bool {
 const agreeing = 3
 
 // agree reports whether the refusals rs are consistent with r (its quota
-// aside), and the quota they read: the window before each held the same
-// calls, the windows before those held counts that differ (the fleet came
-// to them from different loads, so a bucket would have refused after
-// different counts), no window kept held more (the first refusal's
+// aside), the quota they read and how far apart their counts were (in
+// whole calls): the window before each held the same calls, the windows
+// before those held counts that differ (the fleet came to them from
+// different loads, so a bucket would have refused after different
+// counts), no window kept held more (the first refusal's
 // neither, though its samples are forgotten), and every other refusal
 // kept, the first one too, came after as many (a window refuses only when
 // full). A bucket's refusals that agree as a window's, after the same
@@ -333,14 +334,14 @@ const agreeing = 3
 // 429, and the window then refuses full (see confirm), at the count less
 // a call. After the change since (when not zero), only the refusals and
 // windows it counts are checked.
-func (w *windowLog) agree(r reading, rs []refusal, span int, since shift) (float64, bool) {
+func (w *windowLog) agree(r reading, rs []refusal, span int, since shift) (quota, spread float64, ok bool) {
 	lo, hi := math.Inf(1), math.Inf(-1)
 	cameLo, cameHi := math.Inf(1), math.Inf(-1)
 	ns := make([]float64, 0, len(rs))
 	for _, x := range rs {
 		n, came, ok := w.loads(r, x)
 		if !ok {
-			return 0, false
+			return 0, 0, false
 		}
 		ns = append(ns, calls(n))
 		lo, hi = math.Min(lo, n), math.Max(hi, n)
@@ -348,7 +349,7 @@ func (w *windowLog) agree(r reading, rs []refusal, span int, since shift) (float
 	}
 	least, most := lo-windowSlack(lo), lo+windowSlack(lo)
 	if hi-lo > windowSlack(lo) || cameHi-cameLo <= windowSlack(lo) || !w.holds(r, w.from(r, since), most) {
-		return 0, false
+		return 0, 0, false
 	}
 	// The first refusal's span held the quota, and (before a sliding
 	// window's refusal) no more. Since a change, the first is the first
@@ -363,15 +364,15 @@ func (w *windowLog) agree(r reading, rs []refusal, span int, since shift) (float
 		}
 	}
 	if first < least || !r.fixed && first > most {
-		return 0, false
+		return 0, 0, false
 	}
 	for _, x := range w.refused {
 		if n, _, ok := w.loads(r, x); ok && n < least && since.counts(x, r.window) {
-			return 0, false
+			return 0, 0, false
 		}
 	}
 	slices.Sort(ns)
-	return ns[len(ns)/2], true
+	return ns[len(ns)/2], ns[len(ns)-1] - ns[0], true
 }
 
 // from is where the windows of r the reading checks start: at the first
@@ -451,8 +452,12 @@ func (r reading) same(o reading) bool {
 // windowSlack. While a window is held, the last refusal confirms it
 // when the window before it held the held quota and no window held more.
 // Otherwise it returns the shortest window, sliding or fixed at any start,
-// for which the last agreeing refusals agree (the lowest rate when several
-// do). ok is false when none is.
+// for which the last agreeing refusals agree (when several do, the one
+// whose counts agree most closely, then the lowest rate: a window refuses
+// at its quota, so the counts of the provider's own agree to the call,
+// and at 5 calls a second a fixed window at some start, whose counts
+// differed by one, read 4 where the sliding one read 5, 5 and 5). ok is
+// false when none is.
 func (w *windowLog) read(held reading) (reading, bool) {
 	if len(w.refused) == 0 {
 		return reading{}, false
@@ -520,11 +525,15 @@ func (w *windowLog) readSince(since shift) (reading, bool) {
 		if _, ok := w.countAt(rs[0].at.Add(-2 * span)); !ok || !since.counts(rs[0], span) {
 			break
 		}
-		best, found := reading{}, false
+		best, bestSpread, found := reading{}, 0.0, false
 		try := func(r reading) {
-			if quota, ok := w.agree(r, rs, i, since); ok && quota >= least && (!found || quota < best.quota) {
+			quota, spread, ok := w.agree(r, rs, i, since)
+			if !ok || quota < least {
+				return
+			}
+			if !found || spread < bestSpread || spread == bestSpread && quota < best.quota {
 				r.quota = quota
-				best, found = r, true
+				best, bestSpread, found = r, spread, true
 			}
 		}
 		try(reading{window: span})

@@ -204,6 +204,10 @@ func TestDiscoveryReadsWindows(t *testing.T) {
 		// lowest count of each read, the lowest quota won: a fixed
 		// window of 4 (76.3%).
 		{"log-1s", 5, matrixRetryAfter[0], 0, "each after 5 calls in a sliding window of 1s", 0.9},
+		// With 20 ms answers a fixed window at one start held 4, 4
+		// and 5, the sliding one 5, 5 and 5: the counts that agree
+		// to the call are read, not the lowest quota (59.7%).
+		{"log-1s", 5, matrixRetryAfter[0], 20 * time.Millisecond, "each after 5 calls in a sliding window of 1s", 0.9},
 	} {
 		c := matrixCell{family: familyUnknown, shape: shapeNamed(tc.shape), rate: tc.rate, ra: tc.ra, latency: tc.latency,
 			procs: 1, pattern: matrixPatterns[0]}
