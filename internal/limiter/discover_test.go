@@ -618,12 +618,7 @@ func TestProbesCostTheirShareOverAnHour(t *testing.T) {
 				sp.length = time.Hour
 				r := simulateNight(sp)
 				calls, _, throttled := r.count(from, len(r.series))
-				probes := 0
-				for _, s := range r.series[from:] {
-					if s.throttled > 0 {
-						probes++
-					}
-				}
+				probes := r.throttledSeconds(from)
 				lost := float64(probes) * max(1, rate*ra.min.Seconds()-float64(c.bucket()))
 				cost := lost / (rate * float64(len(r.series)-from))
 				share := float64(throttled) / float64(calls)
@@ -651,12 +646,7 @@ func TestShortPausesCostALease(t *testing.T) {
 			c := matrixCell{family: familyUnknown, shape: shapeNamed("bucket-1call"), rate: rate, ra: ra,
 				latency: 200 * time.Millisecond, procs: 1, pattern: matrixPatterns[0]}
 			r := simulateNight(c.spec())
-			probes := 0
-			for _, s := range r.series[from:] {
-				if s.throttled > 0 {
-					probes++
-				}
-			}
+			probes := r.throttledSeconds(from)
 			lost := float64(probes) * rate * DefaultLeaseWindow.Seconds()
 			if cost := lost / (rate * float64(len(r.series)-from)); cost > 0.01 {
 				t.Errorf("%s: %d probes after %d s, costing %.2f%% of the calls; want <= 1%%%s",

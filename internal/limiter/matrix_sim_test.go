@@ -120,6 +120,18 @@ func (r nightResult) firstMeasure() *change {
 	return nil
 }
 
+// throttledSeconds is how many seconds from second from on had a call
+// answered 429: in a steady night once measured, one a probe.
+func (r nightResult) throttledSeconds(from int) int {
+	n := 0
+	for _, s := range r.series[from:] {
+		if s.throttled > 0 {
+			n++
+		}
+	}
+	return n
+}
+
 // throttleShare is the share of calls answered 429 from second from on.
 func (r nightResult) throttleShare(from int) float64 {
 	calls, _, throttled := r.count(from, len(r.series))

@@ -335,18 +335,18 @@ const agreeing = 3
 // a call. After the change since (when not zero), only the refusals and
 // windows it counts are checked.
 func (w *windowLog) agree(r reading, rs []refusal, span int, since shift) (quota, spread float64, ok bool) {
-	lo, hi := math.Inf(1), math.Inf(-1)
-	cameLo, cameHi := math.Inf(1), math.Inf(-1)
 	ns := make([]float64, 0, len(rs))
+	cameLo, cameHi := math.Inf(1), math.Inf(-1)
 	for _, x := range rs {
 		n, came, ok := w.loads(r, x)
 		if !ok {
 			return 0, 0, false
 		}
-		ns = append(ns, calls(n))
-		lo, hi = math.Min(lo, n), math.Max(hi, n)
+		ns = append(ns, n)
 		cameLo, cameHi = math.Min(cameLo, came), math.Max(cameHi, came)
 	}
+	slices.Sort(ns)
+	lo, hi := ns[0], ns[len(ns)-1]
 	least, most := lo-windowSlack(lo), lo+windowSlack(lo)
 	if hi-lo > windowSlack(lo) || cameHi-cameLo <= windowSlack(lo) || !w.holds(r, w.from(r, since), most) {
 		return 0, 0, false
@@ -371,8 +371,9 @@ func (w *windowLog) agree(r reading, rs []refusal, span int, since shift) (quota
 			return 0, 0, false
 		}
 	}
-	slices.Sort(ns)
-	return ns[len(ns)/2], ns[len(ns)-1] - ns[0], true
+	// In whole calls (calls rounds without reordering: the median of
+	// the counts rounded is the rounded median).
+	return calls(ns[len(ns)/2]), calls(hi) - calls(lo), true
 }
 
 // from is where the windows of r the reading checks start: at the first
