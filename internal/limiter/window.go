@@ -66,8 +66,16 @@ type windowLog struct {
 	// the first throttle: the provider's first refusal, most often
 	// after a burst from idle, whose window a window provider had to
 	// fill too.
-	first    [len(windowSpans)]float64
-	firstSet bool
+	first [len(windowSpans)]float64
+	// firstCame holds, for each span, the calls of the span before
+	// that: the load the first refusal came from. It counts when the
+	// samples reach back to it, or when the first refusal's span reaches
+	// back to the origin: the night's first burst filled it from idle
+	// (a process that joined a busy fleet counts such a span short,
+	// and reads no window from it).
+	firstCame [len(windowSpans)]float64
+	firstAt   time.Time
+	firstSet  bool
 	// changed is the limit's last change seen (zero: none): when the
 	// whole log agrees with no window, the reading takes only what
 	// came after it.
@@ -100,9 +108,9 @@ func (w *windowLog) refuse(at time.Time, accepted int64) {
 // countFirst sets what each span held before the first refusal x.
 func (w *windowLog) countFirst(x refusal) {
 	for i, span := range windowSpans {
-		n, _, _ := w.loads(reading{window: span}, x)
-		w.first[i] = n
+		w.first[i], w.firstCame[i], _ = w.loads(reading{window: span}, x)
 	}
+	w.firstAt = x.at
 }
 
 // before counts a call more before the last refusal, at at: its answer
@@ -325,7 +333,11 @@ const agreeing = 3
 // kept, the first one too, came after as many (a window refuses only when
 // full). A bucket's refusals that agree as a window's, after the same
 // cruise and the same pause, are refuted by its first, after a burst from
-// idle: that one held more than a window would, or less. The quota is the
+// idle: that one held more than a window would, or less. The first counts
+// among the loads too: a fleet that keeps a long window full (a sliding
+// log of 10 s, each cycle a burst then the pause until the window frees)
+// comes to every later refusal from the same load, a full window, and
+// only the first, from idle, came from another. The quota is the
 // median count, in whole calls: the counts agree within windowSlack, and
 // one of three off by a call (a call dated across the window's edge) is
 // outvoted. The lowest, read below a small quota by one count, cost a
@@ -348,22 +360,29 @@ func (w *windowLog) agree(r reading, rs []refusal, span int, since shift) (quota
 	slices.Sort(ns)
 	lo, hi := ns[0], ns[len(ns)-1]
 	least, most := lo-windowSlack(lo), lo+windowSlack(lo)
-	if hi-lo > windowSlack(lo) || cameHi-cameLo <= windowSlack(lo) || !w.holds(r, w.from(r, since), most) {
+	if hi-lo > windowSlack(lo) || !w.holds(r, w.from(r, since), most) {
 		return 0, 0, false
 	}
 	// The first refusal's span held the quota, and (before a sliding
 	// window's refusal) no more. Since a change, the first is the first
 	// refusal that counts after it.
-	first := w.first[span]
+	first, firstCame, firstAt := w.first[span], w.firstCame[span], w.firstAt
 	if !since.at.IsZero() {
 		for _, x := range w.refused {
 			if since.counts(x, r.window) {
-				first, _, _ = w.loads(r, x)
+				first, firstCame, _ = w.loads(r, x)
+				firstAt = x.at
 				break
 			}
 		}
 	}
 	if first < least || !r.fixed && first > most {
+		return 0, 0, false
+	}
+	if firstFrom := r.start(firstAt); !firstFrom.Add(-r.window).Before(w.origin.at) || !firstFrom.After(w.origin.at) {
+		cameLo, cameHi = math.Min(cameLo, firstCame), math.Max(cameHi, firstCame)
+	}
+	if cameHi-cameLo <= windowSlack(lo) {
 		return 0, 0, false
 	}
 	for _, x := range w.refused {

@@ -96,25 +96,61 @@ func TestWindowReadFindsWindows(t *testing.T) {
 
 func TestWindowReadNeedsRefusalsFromDifferentLoads(t *testing.T) {
 	t.Parallel()
-	// Three refusals each after the same 150 calls in the last second,
-	// each after the same cruise: a bucket's refusals look like that
-	// too, and nothing tells them apart.
-	w := &windowLog{}
-	var accepted int64
-	for s := range 40 {
-		at := t0.Add(time.Duration(s) * 100 * time.Millisecond)
-		accepted += 10
-		if s%10 == 9 {
-			accepted += 50
-		}
-		w.add(sample{at: at, accepted: accepted})
-		if s%10 == 9 {
-			w.refuse(at, accepted)
-		}
-	}
+	// Refusals each after the same 150 calls in the last second, each
+	// after the same cruise, the first too (the log saw the second
+	// before it): a bucket's refusals look like that too, and nothing
+	// tells them apart.
+	w := refusalsAfter(false)
 	if r, ok := w.read(reading{}); ok {
 		t.Fatalf("read %g calls in %v from refusals that came from the same load", r.quota, r.window)
 	}
+}
+
+func TestWindowReadTakesTheFirstRefusalFromIdle(t *testing.T) {
+	t.Parallel()
+	// The same refusals, the first after a burst from idle: the later
+	// ones all came from a full window, the first from none. A sliding
+	// log of 10 s that the fleet keeps full refuses so, each cycle a
+	// burst and the pause until the window frees; read from the later
+	// refusals alone, it was never read (91.7% of the physical minimum).
+	w := refusalsAfter(true)
+	r, ok := w.read(reading{})
+	if !ok || r.window != time.Second || math.Abs(r.quota-150) > windowSlack(150) {
+		t.Fatalf("read %g calls in %v (%v), want a window of 150 calls in 1s; refusals %v", r.quota, r.window, ok, w.refused)
+	}
+}
+
+// refusalsAfter returns a window log of refusals each after 150 calls in
+// the second before it, 100 spread over the second and 50 at its end, and
+// the same in each second before that; the first refusal comes after a
+// burst of 150 from idle when fromIdle, after 7 s of the same cruise
+// otherwise (a process that joins a busy fleet sees no calls before it
+// joined: only a window that reaches back before that takes the first
+// refusal as from idle, and such a window counts the first short).
+func refusalsAfter(fromIdle bool) *windowLog {
+	w := &windowLog{}
+	w.add(sample{at: t0})
+	var accepted int64
+	first := 70
+	if fromIdle {
+		first = 10
+	}
+	for s := 1; s <= first+100; s++ {
+		at := t0.Add(time.Duration(s) * 100 * time.Millisecond)
+		switch {
+		case fromIdle && s <= 10:
+			accepted += 15
+		case s%10 == 0:
+			accepted += 60
+		default:
+			accepted += 10
+		}
+		w.add(sample{at: at, accepted: accepted})
+		if s%10 == 0 && s >= first {
+			w.refuse(at, accepted)
+		}
+	}
+	return w
 }
 
 func TestWindowStart(t *testing.T) {
