@@ -300,7 +300,8 @@ type discovery struct {
 	win  windowLog // the samples and refusals for the window reading
 	read reading   // the window the estimate was read from; zero when measured as a bucket
 	// A window reading that raised the estimate is on trial until
-	// trialUntil: a 429 while cruising then refutes it, and the
+	// trialUntil: a 429 while cruising then, the window not full,
+	// refutes it, and the
 	// estimate returns to fallback, the bucket's measure; no window is
 	// read again until refutedUntil. Until trialFrom, the first window
 	// after the pause, the rate stays at fallback: that window holds
@@ -311,6 +312,10 @@ type discovery struct {
 	refutedUntil time.Time
 	// windowed: a window was read this night.
 	windowed bool
+	// overfilled is when the calls of the last probe's span have left
+	// the window read: a window after a probe's 429 still holds the
+	// calls it sent above the window's rate.
+	overfilled time.Time
 
 	// latency is how long the answers take; dated, the latency the
 	// samples are dated by (see sentBy), is its value at the last
@@ -591,12 +596,20 @@ func (d *discovery) throttled(at time.Time, accepted, own int64, resume time.Tim
 		prev = phaseProbe
 	}
 	// A 429 while cruising under a window read, past its trial, came
-	// when the provider's window was full: it held the quota then.
+	// when the provider's window was full: it held the quota then. In
+	// the trial, only when it held the whole quota, or within a window
+	// of a probe's 429 (the window still holds the calls the probe sent
+	// above its rate, and refuses the cruise): a cruise at the window's
+	// rate fills it within its slack whatever the provider is, and a
+	// bucket read as a faster window must still be refuted.
 	var full reading
 	var held float64
 	windowFull := false
-	if prev == phaseCruise && !d.guess && d.read.window > 0 && !at.Before(d.trialUntil) {
+	if prev == phaseCruise && !d.guess && d.read.window > 0 && !at.Before(d.trialFrom) {
 		full, held, windowFull = d.win.confirm(d.read, refusal{at: at, accepted: accepted})
+		if at.Before(d.trialUntil) && !at.Before(d.overfilled) && calls(held) < full.quota {
+			windowFull = false
+		}
 	}
 	// The limit set's second refusal: the calls since the first beyond
 	// what the bucket may have held, measured once for the test and the
@@ -644,9 +657,10 @@ func (d *discovery) throttled(at time.Time, accepted, own int64, resume time.Tim
 		d.record(at, causeThrottle, d.estimate*cruiseShare, fmt.Sprintf(
 			"429 in the first window after the pause, before the trial of the window's %s: the calls released at its end were set before it was read",
 			human.Rate(d.estimate)))
-	case prev == phaseCruise && !d.guess && d.read.window > 0 && at.Before(d.trialUntil):
+	case prev == phaseCruise && !d.guess && d.read.window > 0 && at.Before(d.trialUntil) && !windowFull:
 		// The window read is refuted: the provider is a bucket
-		// whose calls before three 429s happened to agree.
+		// whose calls before three 429s happened to agree, and the
+		// window was not full when it refused.
 		was := d.estimate
 		d.refutedUntil = at.Add(windowHorizon)
 		d.period = firstProbe
@@ -811,6 +825,9 @@ func (d *discovery) throttled(at time.Time, accepted, own int64, resume time.Tim
 	d.released, d.shrunkFrom, d.deepened = release, shrunkFrom, deepened
 	if d.guess || d.read.window > 0 {
 		d.measuredSpan = span{}
+	}
+	if (prev == phaseProbe || prev == phaseSurge) && d.read.window > 0 {
+		d.overfilled = at.Add(d.read.window)
 	}
 	d.probeAt = d.resumeAt.Add(d.period)
 	d.probeLevel = 0

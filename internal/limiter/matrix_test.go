@@ -769,7 +769,7 @@ var matrixFloors = map[string]float64{
 	"unknown log-10s steady 429 share after 10 s":        0.281,
 	"unknown log-10s steady calls per item":              1.399,
 	"unknown log-10s fall-rise efficiency":               0.857,
-	"unknown log-10s fall-rise calls per item":           1.461,
+	"unknown log-10s fall-rise calls per item":           1.492,
 	"unknown log-10s zigzag efficiency":                  0.763,
 	"unknown log-10s zigzag calls per item":              1.142,
 	"unknown log-10s rise-x4 efficiency":                 0.740,

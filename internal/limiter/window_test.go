@@ -244,6 +244,11 @@ func TestDiscoveryReadsWindows(t *testing.T) {
 		// and 5, the sliding one 5, 5 and 5: the counts that agree
 		// to the call are read, not the lowest quota (59.7%).
 		{"log-1s", 5, matrixRetryAfter[0], 20 * time.Millisecond, "each after 5 calls in a sliding window of 1s", 0.9},
+		// A 429 in the trial of a window read, the window full: the
+		// calls of the probe before it were still in it. Taken as
+		// refuting the window, the night went back to the bucket's
+		// 8.55/s (77.3%).
+		{"log-10s", 5, matrixRetryAfter[3], 200 * time.Millisecond, "sliding window of 10s", 0.85},
 	} {
 		c := matrixCell{family: familyUnknown, shape: shapeNamed(tc.shape), rate: tc.rate, ra: tc.ra, latency: tc.latency,
 			procs: 1, pattern: matrixPatterns[0]}
