@@ -342,7 +342,24 @@ type discovery struct {
 	fellFrom float64   // the rate the comeback watch looks for (see fell)
 	fellAt   time.Time // when
 
+	// repaused counts this process's 429s since the last counted
+	// throttle whose calls were sent after the pause of its previous
+	// 429 had ended (ownResume), with a pause shorter than the row's
+	// hold: each paused the fleet again, for its pause and the lease
+	// its 429 voided, inside the span the next counted throttle
+	// measures (the row counts one 429 per hold, max(pause, minHold)).
+	repaused  int
+	ownResume time.Time
+
 	changes []change // not yet written to the history
+}
+
+// pauses is n 429s, in words.
+func pauses(n int) string {
+	if n == 1 {
+		return "a 429"
+	}
+	return fmt.Sprintf("%d 429s", n)
 }
 
 // newDiscovery returns a discovery that lowers the rate by decrease on a
@@ -388,11 +405,17 @@ func (d *discovery) refusing(now time.Time) time.Time {
 }
 
 // refused records, as refusing does, a 429 answered at now whose
-// Retry-After is pause, and returns how many calls the fleet releases when
-// the pause ends (see refill): what Shared.Throttled writes with the
+// Retry-After is pause (counting it in repaused when its call went after
+// the last pause had ended), and returns how many calls the fleet releases
+// when the pause ends (see refill): what Shared.Throttled writes with the
 // penalty.
 func (d *discovery) refused(now time.Time, pause time.Duration) float64 {
-	calls, _ := d.refill(d.refusing(now), pause)
+	sent := d.refusing(now)
+	if !sent.Before(d.ownResume) && pause < minHold {
+		d.repaused++
+	}
+	d.ownResume = maxTime(d.ownResume, now.Add(pause))
+	calls, _ := d.refill(sent, pause)
 	return calls
 }
 
@@ -543,6 +566,14 @@ func (d *discovery) hinted(now time.Time, rate float64) {
 // throttles since the limit was set, this one included.
 func (d *discovery) throttled(at time.Time, accepted, own int64, resume time.Time, refusals int, mine bool) {
 	prev := d.phase
+	// The short pauses the fleet took in the span this throttle ends,
+	// its own among them when it was one: another process's counted
+	// throttle is taken as one (that process paused the fleet at it).
+	shortPauses := d.repaused
+	if !mine {
+		shortPauses++
+	}
+	d.repaused = 0
 	// When the refused call was sent, when this process sent it and
 	// knows its latency (zero otherwise: the median latency dates a
 	// count, not one call).
@@ -765,6 +796,22 @@ func (d *discovery) throttled(at time.Time, accepted, own int64, resume time.Tim
 			d.guess = true
 			d.record(at, causeThrottle, d.estimate*cruiseShare,
 				"a 429 too soon after the last one to measure the provider: the rate halves until the next one measures it")
+		case shortPauses >= 2 && d.read.window == 0 && m < d.estimate*d.decrease:
+			// The fleet paused inside the span, not only at its end,
+			// at 429s the row did not count (each for its pause and
+			// the lease its 429 voided), while the provider
+			// refilled: the calls of the span say only that it
+			// allows at least m, which is under half the rate
+			// refused. Halve, as for a 429 with nothing to measure,
+			// and measure again. (A measure at least half the rate
+			// is taken: it lowers the rate no further.)
+			was := d.estimate
+			d.estimate = math.Max(was*d.decrease, d.floor())
+			d.period = measureProbe
+			d.guess = true
+			d.record(at, causeThrottle, d.estimate*cruiseShare, fmt.Sprintf(
+				"the fleet paused at %s in the span since the last counted: the provider allows at least the %s measured, and the rate halves from %s until the next 429 measures it",
+				pauses(shortPauses), human.Rate(m), human.Rate(was)))
 		case !d.guess && math.Abs(m-d.estimate) <= heldWithin*d.estimate:
 			d.measuredSpan = current
 			d.estimate = math.Max(d.estimate, m)

@@ -724,7 +724,7 @@ var matrixFloors = map[string]float64{
 	"unknown bucket-0.1s steady efficiency":              0.608,
 	"unknown bucket-0.1s steady 429 share after 10 s":    0.026,
 	"unknown bucket-0.1s steady calls per item":          1.075,
-	"unknown bucket-0.1s fall-rise efficiency":           0.885,
+	"unknown bucket-0.1s fall-rise efficiency":           0.865,
 	"unknown bucket-0.1s fall-rise calls per item":       1.110,
 	"unknown bucket-0.1s zigzag efficiency":              0.511,
 	"unknown bucket-0.1s zigzag calls per item":          1.060,
