@@ -796,15 +796,18 @@ func (d *discovery) throttled(at time.Time, accepted, own int64, resume time.Tim
 			d.guess = true
 			d.record(at, causeThrottle, d.estimate*cruiseShare,
 				"a 429 too soon after the last one to measure the provider: the rate halves until the next one measures it")
-		case shortPauses >= 2 && d.read.window == 0 && m < d.estimate*d.decrease:
+		case shortPauses >= 2 && accepted-d.last.accepted < 2*int64(shortPauses) && d.read.window == 0 && m < d.estimate*d.decrease:
 			// The fleet paused inside the span, not only at its end,
 			// at 429s the row did not count (each for its pause and
 			// the lease its 429 voided), while the provider
-			// refilled: the calls of the span say only that it
-			// allows at least m, which is under half the rate
-			// refused. Halve, as for a 429 with nothing to measure,
-			// and measure again. (A measure at least half the rate
-			// is taken: it lowers the rate no further.)
+			// refilled, with fewer than two calls accepted a pause:
+			// no two of them an interval the provider refilled at the
+			// fleet's pace (a bucket that absorbs the gaps gives
+			// many). The calls of the span say only that it allows
+			// at least m, which is under half the rate refused.
+			// Halve, as for a 429 with nothing to measure, and
+			// measure again. (A measure at least half the rate is
+			// taken: it lowers the rate no further.)
 			was := d.estimate
 			d.estimate = math.Max(was*d.decrease, d.floor())
 			d.period = measureProbe
