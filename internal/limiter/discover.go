@@ -301,11 +301,11 @@ type discovery struct {
 	read reading   // the window the estimate was read from; zero when measured as a bucket
 	// A window reading that raised the estimate is on trial until
 	// trialUntil: a 429 while cruising then, the window not full,
-	// refutes it, and the
-	// estimate returns to fallback, the bucket's measure; no window is
-	// read again until refutedUntil. Until trialFrom, the first window
-	// after the pause, the rate stays at fallback: that window holds
-	// what was released at the pause's end, set before the reading.
+	// refutes it, and the estimate returns to fallback, the bucket's
+	// measure; no window is read again until refutedUntil. Until
+	// trialFrom, the first window after the pause, the rate stays at
+	// fallback: that window holds what was released at the pause's
+	// end, set before the reading.
 	trialFrom    time.Time
 	trialUntil   time.Time
 	fallback     float64
