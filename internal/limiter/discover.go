@@ -354,6 +354,20 @@ type discovery struct {
 	changes []change // not yet written to the history
 }
 
+// pausedInside reports whether the measure m of the span a counted 429
+// ends, with accepted calls by then, says only that the provider allows
+// at least m: the fleet paused inside the span, not only at its end, at
+// shortPauses 429s the row did not count (each for its pause and the
+// lease its 429 voided) while the provider refilled, with fewer than two
+// calls accepted a pause, no two of them an interval the provider
+// refilled at the fleet's pace (a bucket that absorbs the gaps gives
+// many), and m is under half the rate refused. The rate then halves, as
+// for a 429 with nothing to measure; a measure at least half the rate is
+// taken (it lowers the rate no further), and so is a window read.
+func (d *discovery) pausedInside(shortPauses int, accepted int64, m float64) bool {
+	return shortPauses >= 2 && accepted-d.last.accepted < 2*int64(shortPauses) && d.read.window == 0 && m < d.estimate*d.decrease
+}
+
 // pauses is n 429s, in words.
 func pauses(n int) string {
 	if n == 1 {
@@ -790,31 +804,16 @@ func (d *discovery) throttled(at time.Time, accepted, own int64, resume time.Tim
 		}
 		rescaled = rescaled && d.read.window > 0
 		switch {
-		case !ok:
+		case !ok || d.pausedInside(shortPauses, accepted, m):
+			why := "a 429 too soon after the last one to measure the provider: the rate halves until the next one measures it"
+			if ok {
+				why = fmt.Sprintf("the fleet paused at %s in the span since the last counted: the provider allows at least the %s measured, and the rate halves from %s until the next 429 measures it",
+					pauses(shortPauses), human.Rate(m), human.Rate(d.estimate))
+			}
 			d.estimate = math.Max(d.estimate*d.decrease, d.floor())
 			d.period = measureProbe
 			d.guess = true
-			d.record(at, causeThrottle, d.estimate*cruiseShare,
-				"a 429 too soon after the last one to measure the provider: the rate halves until the next one measures it")
-		case shortPauses >= 2 && accepted-d.last.accepted < 2*int64(shortPauses) && d.read.window == 0 && m < d.estimate*d.decrease:
-			// The fleet paused inside the span, not only at its end,
-			// at 429s the row did not count (each for its pause and
-			// the lease its 429 voided), while the provider
-			// refilled, with fewer than two calls accepted a pause:
-			// no two of them an interval the provider refilled at the
-			// fleet's pace (a bucket that absorbs the gaps gives
-			// many). The calls of the span say only that it allows
-			// at least m, which is under half the rate refused.
-			// Halve, as for a 429 with nothing to measure, and
-			// measure again. (A measure at least half the rate is
-			// taken: it lowers the rate no further.)
-			was := d.estimate
-			d.estimate = math.Max(was*d.decrease, d.floor())
-			d.period = measureProbe
-			d.guess = true
-			d.record(at, causeThrottle, d.estimate*cruiseShare, fmt.Sprintf(
-				"the fleet paused at %s in the span since the last counted: the provider allows at least the %s measured, and the rate halves from %s until the next 429 measures it",
-				pauses(shortPauses), human.Rate(m), human.Rate(was)))
+			d.record(at, causeThrottle, d.estimate*cruiseShare, why)
 		case !d.guess && math.Abs(m-d.estimate) <= heldWithin*d.estimate:
 			d.measuredSpan = current
 			d.estimate = math.Max(d.estimate, m)

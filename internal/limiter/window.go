@@ -68,11 +68,8 @@ type windowLog struct {
 	// fill too.
 	first [len(windowSpans)]float64
 	// firstCame holds, for each span, the calls of the span before
-	// that: the load the first refusal came from. It counts when the
-	// samples reach back to it, or when the first refusal's span reaches
-	// back to the origin: the night's first burst filled it from idle
-	// (a process that joined a busy fleet counts such a span short,
-	// and reads no window from it).
+	// that: the load the first refusal came from (see firstLoad), and
+	// firstAt when the first refusal came.
 	firstCame [len(windowSpans)]float64
 	firstAt   time.Time
 	firstSet  bool
@@ -364,22 +361,12 @@ func (w *windowLog) agree(r reading, rs []refusal, span int, since shift) (quota
 		return 0, 0, false
 	}
 	// The first refusal's span held the quota, and (before a sliding
-	// window's refusal) no more. Since a change, the first is the first
-	// refusal that counts after it.
-	first, firstCame, firstAt := w.first[span], w.firstCame[span], w.firstAt
-	if !since.at.IsZero() {
-		for _, x := range w.refused {
-			if since.counts(x, r.window) {
-				first, firstCame, _ = w.loads(r, x)
-				firstAt = x.at
-				break
-			}
-		}
-	}
+	// window's refusal) no more.
+	first, firstCame, cameKnown := w.firstLoad(r, span, since)
 	if first < least || !r.fixed && first > most {
 		return 0, 0, false
 	}
-	if firstFrom := r.start(firstAt); !firstFrom.Add(-r.window).Before(w.origin.at) || !firstFrom.After(w.origin.at) {
+	if cameKnown {
 		cameLo, cameHi = math.Min(cameLo, firstCame), math.Max(cameHi, firstCame)
 	}
 	if cameHi-cameLo <= windowSlack(lo) {
@@ -393,6 +380,28 @@ func (w *windowLog) agree(r reading, rs []refusal, span int, since shift) (quota
 	// In whole calls (calls rounds without reordering: the median of
 	// the counts rounded is the rounded median).
 	return calls(ns[len(ns)/2]), calls(hi) - calls(lo), true
+}
+
+// firstLoad is what the first refusal's window held and the one before it
+// (the load it came from), for the span'th of windowSpans, and whether
+// that load is known: the samples reach back to it, or the refusal's own
+// window reaches back to the origin (the night's first burst filled it
+// from idle; a process that joined a busy fleet counts such a window
+// short). Since a change, the first is the first refusal that counts
+// after it, counted as r counts.
+func (w *windowLog) firstLoad(r reading, span int, since shift) (n, came float64, known bool) {
+	n, came, at := w.first[span], w.firstCame[span], w.firstAt
+	if !since.at.IsZero() {
+		for _, x := range w.refused {
+			if since.counts(x, r.window) {
+				n, came, _ = w.loads(r, x)
+				at = x.at
+				break
+			}
+		}
+	}
+	from := r.start(at)
+	return n, came, !from.Add(-r.window).Before(w.origin.at) || !from.After(w.origin.at)
 }
 
 // from is where the windows of r the reading checks start: at the first
