@@ -78,6 +78,9 @@ type Shared struct {
 	// leads the discovery until the next one: this process leaves the
 	// row's rate and estimate to it (see steer).
 	follows bool
+	// counting is how many of this process's penalties that may count a
+	// throttle are on their way (see apply).
+	counting int
 	// settingsAt is settings_updated_at of the row last applied: a change
 	// (limit set) starts the discovery afresh.
 	settingsAt time.Time
@@ -248,11 +251,17 @@ func (l *Shared) apply(r rowState, now time.Time) {
 	}
 	if l.disc != nil {
 		l.startDiscovery(r)
-		if r.ThrottledAt != nil && !r.ThrottledAt.Equal(l.seenAt) {
+		if r.ThrottledAt != nil && r.ThrottledAt.After(l.seenAt) && (r.ThrottledAt.Equal(r.Now) || l.counting == 0) {
 			// A throttle counted by the row, of this process or another:
-			// every process measures from the same ones.
-			// The statement that counted a throttle returns it at its
-			// own time: that process leads.
+			// every process measures from the same ones. The statement
+			// that counted it returns it at its own time: that process
+			// leads. Another statement may bring it first (a lease or a
+			// read just after it, or another 429 of the same pause,
+			// which the row did not count): while one of this process's
+			// own that may count is on its way, the throttle may be
+			// that one's, and its answer says. (An answer older than the
+			// throttle last applied, overtaken on its way back, brings
+			// nothing new.)
 			l.follows = !r.ThrottledAt.Equal(r.Now)
 			l.disc.throttled(*r.ThrottledAt, r.ThrottledAccepted, l.local.reported, r.resume(), r.Refusals, !l.follows)
 			l.seenAt = *r.ThrottledAt

@@ -510,6 +510,84 @@ func TestOneProcessSetsTheDiscoveredRate(t *testing.T) {
 	}
 }
 
+// TestOwnThrottleLeadsWhicheverAnswerComesFirst: the process whose 429 the
+// row counted leads the discovery, and sets the row's rate, even when
+// another of its statements brings the throttle back first: a lease that
+// ran just after the 429's statement, or a second 429 of the same pause
+// that the row did not count, whose answers are applied before the
+// counting one's. It used to take such an answer for another process's
+// throttle and follow itself: no process set the row's rate, which stayed
+// halved for the rest of the night (a consumer ran at 128/s for 40 s
+// against a provider allowing 200/s). An answer overtaken on its way back
+// (a lease read before the 429) does not bring the older throttle back.
+func TestOwnThrottleLeadsWhicheverAnswerComesFirst(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	for _, first := range []string{"lease", "uncounted 429"} {
+		t.Run("first "+first, func(t *testing.T) {
+			t.Parallel()
+			l, _, clock := twoProcessesOnAClock(t, Settings{Rate: 200, Burst: 200})
+			if err := l.Throttled(ctx, 0, RateLimited); err != nil {
+				t.Fatal(err)
+			}
+			clock.Advance(1500 * time.Millisecond)
+			for range 60 {
+				l.Succeeded()
+			}
+			lease := func() leaseResult {
+				t.Helper()
+				res, err := l.lease(ctx, clock.Now(), 1, report{}, 0, DefaultFloor(200), stored{})
+				if err != nil {
+					t.Fatal(err)
+				}
+				return res
+			}
+			overtaken := lease()
+			clock.Advance(time.Millisecond)
+			counted := l.throttle(0, RateLimited).send(ctx)
+			clock.Advance(time.Millisecond)
+			switch first {
+			case "lease":
+				res := lease()
+				l.mu.Lock()
+				l.apply(res.row, clock.Now())
+				l.mu.Unlock()
+			default:
+				if err := l.applyPenalty(l.throttle(0, RateLimited).send(ctx)); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if err := l.applyPenalty(counted); err != nil {
+				t.Fatal(err)
+			}
+			l.mu.Lock()
+			l.apply(overtaken.row, clock.Now())
+			follows, seen := l.follows, l.seenAt
+			l.mu.Unlock()
+			if counted.row.ThrottledAt == nil || !counted.row.ThrottledAt.Equal(counted.row.Now) {
+				t.Fatalf("the second 429 was not counted by the row: %+v", counted.row)
+			}
+			if follows {
+				t.Error("the process follows the 429 it counted itself")
+			}
+			if !seen.Equal(*counted.row.ThrottledAt) {
+				t.Errorf("the throttle last applied is at %v, want the counted one's %v", seen, *counted.row.ThrottledAt)
+			}
+			halved := counted.row.EffectiveRate
+			clock.Advance(100 * time.Millisecond)
+			l.mu.Lock()
+			want := math.Max(l.floor(), math.Min(200, l.disc.rate(clock.Now())))
+			l.mu.Unlock()
+			if err := l.Wait(ctx); err != nil {
+				t.Fatal(err)
+			}
+			if got := l.Snapshot().EffectiveRate; math.Abs(got-want) > 1e-9 || got == halved {
+				t.Errorf("after the process's lease the row's rate is %g (halved by the 429: %g), want its discovery's %g", got, halved, want)
+			}
+		})
+	}
+}
+
 // TestLeaseAfterARiseFollowsTheSlotsGranted has one process lease at 50/s
 // (a slot every 20 ms for 100 ms) and another, 30 ms later, raise the rate
 // to 100/s: the second one's slots

@@ -49,6 +49,15 @@ func ThrottleKindOf(h http.Header) ThrottleKind {
 // stops at once, even if the database cannot be reached; the error says the
 // row was not updated.
 func (l *Shared) Throttled(ctx context.Context, retryAfter time.Duration, kind ThrottleKind) error {
+	if err := l.applyPenalty(l.throttle(retryAfter, kind).send(ctx)); err != nil {
+		return fmt.Errorf("record throttle on limiter %s: %w", l.cfg.Name, err)
+	}
+	return nil
+}
+
+// throttle stops this process at once for a 429 with the given Retry-After
+// and returns the penalty that writes it to the row (Throttled sends it).
+func (l *Shared) throttle(retryAfter time.Duration, kind ThrottleKind) penalty {
 	now := l.cfg.Now()
 	retryAfter = max(retryAfter, 0)
 	until := now.Add(retryAfter)
@@ -57,20 +66,13 @@ func (l *Shared) Throttled(ctx context.Context, retryAfter time.Duration, kind T
 		factor = 1
 	}
 	l.mu.Lock()
+	defer l.mu.Unlock()
 	l.local.stop(until)
 	refill := 1.0
 	if l.disc != nil && kind == RateLimited {
 		refill = l.disc.refused(l.clock.toDB(now), retryAfter)
 	}
-	accepted := l.local.takeAccepted()
-	l.mu.Unlock()
-	if err := l.penalise(ctx, now, until, factor, refill, accepted); err != nil {
-		l.mu.Lock()
-		l.local.restore(report{accepted: accepted})
-		l.mu.Unlock()
-		return fmt.Errorf("record throttle on limiter %s: %w", l.cfg.Name, err)
-	}
-	return nil
+	return l.preparePenalty(now, until, factor, refill, l.local.takeAccepted())
 }
 
 // Succeeded reports an answer that was not a throttle. It is reported to
@@ -182,45 +184,84 @@ UPDATE rate_limiters
  WHERE name = @name
 RETURNING ` + rowColumns + `, t.clock_now`
 
-// penalise runs penaliseSQL: a penalty seen at now (local) until until
-// (local: the pause is their difference, from the database's clock), with the
-// effective rate multiplied by factor (1: no decrease, not a throttle),
-// refill tokens released when it ends and accepted calls to count.
-func (l *Shared) penalise(ctx context.Context, now, until time.Time, factor, refill float64, accepted int64) error {
-	l.mu.Lock()
-	floor := l.floor()
-	at := l.answerNow(now)
+// penalty is a statement of penaliseSQL on its way: a penalty seen at now
+// (local) until until (local: the pause is their difference, from the
+// database's clock), with the effective rate multiplied by factor (1: no
+// decrease, not a throttle), refill tokens released when it ends and
+// accepted calls to count; then its answer, which applyPenalty applies.
+type penalty struct {
+	l             *Shared
+	args          pgx.StrictNamedArgs
+	now, received time.Time
+	accepted      int64
+	// counts: the statement may count a throttle (it decreases the rate);
+	// Shared.counting holds it while it is on its way.
+	counts bool
+	row    rowState
+	err    error
+}
+
+// preparePenalty prepares a penalty (see the type) and, when it may count a
+// throttle, holds it in l.counting until applyPenalty. Called with l.mu
+// held.
+func (l *Shared) preparePenalty(now, until time.Time, factor, refill float64, accepted int64) penalty {
 	// Without the discovery every throttle lowers the rate; with it the
 	// limit set is trusted until refused trustedRefusals times.
 	trust := 1
 	if l.disc != nil {
 		trust = trustedRefusals
 	}
-	l.mu.Unlock()
-	args := pgx.StrictNamedArgs{
+	p := penalty{l: l, now: now, accepted: accepted, counts: factor < 1}
+	p.args = pgx.StrictNamedArgs{
 		"trust":       trust,
 		"name":        l.cfg.Name,
-		"now":         at,
+		"now":         l.answerNow(now),
 		"pause_us":    max(until.Sub(now), 0).Microseconds(),
 		"min_hold_us": minHold.Microseconds(),
 		"factor":      factor,
 		"refill":      refill,
 		"accepted":    accepted,
-		"floor":       floor,
+		"floor":       l.floor(),
 	}
-	var r rowState
-	err := l.pool.QueryRow(ctx, penaliseSQL, args).Scan(r.dest()...)
-	received := l.cfg.Now()
+	if p.counts {
+		l.counting++
+	}
+	return p
+}
+
+// send runs the penalty's statement and keeps its answer.
+func (p penalty) send(ctx context.Context) penalty {
+	p.err = p.l.pool.QueryRow(ctx, penaliseSQL, p.args).Scan(p.row.dest()...)
+	p.received = p.l.cfg.Now()
+	return p
+}
+
+// applyPenalty applies the answer of a penalty sent. When the statement
+// failed, the accepted calls it carried wait for the next one.
+func (l *Shared) applyPenalty(p penalty) error {
 	l.mu.Lock()
 	defer l.mu.Unlock()
+	if p.counts {
+		l.counting--
+	}
 	l.snap.RoundTrips++
+	err := p.err
 	if errors.Is(err, pgx.ErrNoRows) {
-		return fmt.Errorf("limiter row %s deleted", l.cfg.Name)
+		err = fmt.Errorf("limiter row %s deleted", l.cfg.Name)
 	}
 	if err != nil {
+		l.local.restore(report{accepted: p.accepted})
 		return err
 	}
-	l.learnClock(now, received, r.Now)
-	l.apply(r, now)
+	l.learnClock(p.now, p.received, p.row.Now)
+	l.apply(p.row, p.now)
 	return nil
+}
+
+// penalise sends a penalty (see the type) and applies its answer.
+func (l *Shared) penalise(ctx context.Context, now, until time.Time, factor, refill float64, accepted int64) error {
+	l.mu.Lock()
+	p := l.preparePenalty(now, until, factor, refill, accepted)
+	l.mu.Unlock()
+	return l.applyPenalty(p.send(ctx))
 }
