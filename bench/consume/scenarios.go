@@ -381,7 +381,6 @@ func ratio(a, b int64) float64 {
 	return float64(a) / float64(b)
 }
 
-// window sums the series over seconds [from, to).
 // efficiency is the percentage of the most the provider could accept in
 // the first secs seconds that it accepted: its bucket's burst (0 for a
 // window or a log) plus its rate over each second.
@@ -396,6 +395,7 @@ func efficiency(series []providersim.Second, burst float64, secs int) float64 {
 	return 100 * float64(accepted) / supply
 }
 
+// window sums the series over seconds [from, to).
 func window(series []providersim.Second, from, to int) (calls, throttled, accepted int64) {
 	for _, s := range series {
 		if s.Second >= int64(from) && s.Second < int64(to) {
@@ -413,8 +413,7 @@ func window(series []providersim.Second, from, to int) (calls, throttled, accept
 // length) when they never did.
 func recovery(series []providersim.Second, at int, limit float64, span int) float64 {
 	for s := at; s+3 <= at+span; s++ {
-		calls, throttled, accepted := window(series, s, s+3)
-		_ = calls
+		_, throttled, accepted := window(series, s, s+3)
 		avg := float64(accepted) / 3
 		if math.Abs(avg-limit) <= 0.1*limit && float64(throttled)/3 <= 0.1*limit {
 			return float64(s - at)
