@@ -185,7 +185,7 @@ UPDATE rate_limiters r
  WHERE r.name = next.name
 RETURNING next.n, next.due, next.t0, next.penalised, r.rate, r.burst, r.effective_rate, r.penalty_until, r.throttles,
           r.accepted, r.throttled_at, r.throttled_accepted, r.settings_updated_at, r.refusals, r.estimate,
-          r.estimate_burst, next.clock_now`
+          r.estimate_burst, r.increased_at, next.clock_now`
 
 // lease runs leaseSQL at now for want tokens with what rep tells the row.
 // follow is 0 when the discovery has no rate to set.

@@ -181,6 +181,7 @@ type nightRow struct {
 	estimate          float64
 	estimateBurst     float64
 	settingsAt        time.Time
+	steeredAt         time.Time // increased_at: the last lease that set the rate
 }
 
 // state is the row as a statement at now returns it.
@@ -195,6 +196,9 @@ func (w *nightRow) state(now time.Time) rowState {
 	}
 	if w.estimate > 0 {
 		r.Estimate, r.EstimateBurst = new(w.estimate), new(w.estimateBurst)
+	}
+	if !w.steeredAt.IsZero() {
+		r.SteeredAt = new(w.steeredAt)
 	}
 	return r
 }
@@ -229,6 +233,7 @@ func (w *nightRow) lease(now time.Time, want int, window time.Duration, rep repo
 	leads := store.led.Equal(w.throttledAt)
 	if follow > 0 && leads {
 		eff = math.Min(w.rate, follow)
+		w.steeredAt = now
 	}
 	if rep.hintRate > 0 {
 		eff = math.Min(eff, rep.hintRate)

@@ -178,6 +178,10 @@ type rowState struct {
 	// Estimate and EstimateBurst are the provider's rate and bucket as
 	// stored by the discovery; nil when unknown.
 	Estimate, EstimateBurst *float64
+	// SteeredAt is when a lease last set the rate (increased_at: the
+	// leading process's discovery, or the additive increase without
+	// one); nil never.
+	SteeredAt *time.Time
 	// Now is the statement's time: the database's clock, or the @now a
 	// test passed. The row's times (PenaltyUntil, ThrottledAt) are on the
 	// same clock.
@@ -197,11 +201,11 @@ func (r rowState) resume() time.Time {
 // dest scans rowColumns followed by the statement's time.
 func (r *rowState) dest() []any {
 	return []any{&r.Rate, &r.Burst, &r.EffectiveRate, &r.PenaltyUntil, &r.Throttles,
-		&r.Accepted, &r.ThrottledAt, &r.ThrottledAccepted, &r.SettingsAt, &r.Refusals, &r.Estimate, &r.EstimateBurst, &r.Now}
+		&r.Accepted, &r.ThrottledAt, &r.ThrottledAccepted, &r.SettingsAt, &r.Refusals, &r.Estimate, &r.EstimateBurst, &r.SteeredAt, &r.Now}
 }
 
 const rowColumns = `rate, burst, effective_rate, penalty_until, throttles, accepted, throttled_at, throttled_accepted,
-       settings_updated_at, refusals, estimate, estimate_burst`
+       settings_updated_at, refusals, estimate, estimate_burst, increased_at`
 
 // stmtNow is the @now of a statement issued at local time now: nil, so
 // the statement takes the database's clock, unless Config.LocalClock.
@@ -266,6 +270,11 @@ func (l *Shared) apply(r rowState, now time.Time) {
 			l.disc.throttled(*r.ThrottledAt, r.ThrottledAccepted, l.local.reported, r.resume(), r.Refusals, !l.follows)
 			l.seenAt = *r.ThrottledAt
 		}
+		if l.follows && r.ThrottledAt != nil && r.ThrottledAt.Equal(l.seenAt) && leaderGone(r) {
+			l.follows = false
+			l.cfg.Logger.Info("limiter lead taken over: no process has set the rate since the last throttle's pause",
+				"limiter", l.cfg.Name, "throttled_at", *r.ThrottledAt, "silent_for", leaderSilence(r))
+		}
 		if r.PenaltyUntil != nil {
 			l.disc.paused(*r.PenaltyUntil)
 		}
@@ -280,6 +289,34 @@ func (l *Shared) apply(r rowState, now time.Time) {
 		l.snap.PenaltyUntil = until
 		l.local.penalised(until)
 	}
+}
+
+// takeoverAfter is how long the row may go without a rate set, its last
+// pause aside, before a process that follows the fleet's leader takes the
+// lead: the leader sets the rate with every lease, and leases while it
+// sends (at least once a lease window, or once a call when its share of
+// the rate is less), so a row left for a probe period has lost its leader
+// (it stopped, or has no more work). Without the takeover no process would
+// set the rate until the next 429, which a fleet held under the
+// provider's rate never draws. A leader only slow to lease loses the lead
+// to the first follower that takes it until the next throttle, whose
+// counting process leads again.
+const takeoverAfter = firstProbe
+
+// leaderSilence is how long the row r has gone without a rate set since
+// the later of the last one and its last throttle's pause.
+func leaderSilence(r rowState) time.Duration {
+	since := r.resume()
+	if r.SteeredAt != nil {
+		since = maxTime(since, *r.SteeredAt)
+	}
+	return r.Now.Sub(since)
+}
+
+// leaderGone reports whether the row r has gone takeoverAfter without a
+// rate set since its last throttle's pause (ThrottledAt must be set).
+func leaderGone(r rowState) bool {
+	return leaderSilence(r) > takeoverAfter
 }
 
 // startDiscovery starts the discovery afresh at the first row read and

@@ -588,6 +588,74 @@ func TestOwnThrottleLeadsWhicheverAnswerComesFirst(t *testing.T) {
 	}
 }
 
+// TestFleetTakesTheLeadWhenTheLeaderIsGone: the process whose 429 the row
+// counted sets the row's rate; when it stops, another process takes the
+// lead once the row has gone takeoverAfter without a rate set, and sets
+// its own discovery's rate. Without the takeover the row kept the rate the
+// 429 had halved until the next 429, which a fleet held under the
+// provider's rate never draws.
+func TestFleetTakesTheLeadWhenTheLeaderIsGone(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	l, other, clock := twoProcessesOnAClock(t, Settings{Rate: 200, Burst: 200})
+	if err := l.Throttled(ctx, 0, RateLimited); err != nil {
+		t.Fatal(err)
+	}
+	clock.Advance(1500 * time.Millisecond)
+	for range 60 {
+		l.Succeeded()
+	}
+	if err := l.Throttled(ctx, 0, RateLimited); err != nil {
+		t.Fatal(err)
+	}
+	halved := l.Snapshot().EffectiveRate
+	clock.Advance(100 * time.Millisecond)
+	if err := l.Wait(ctx); err != nil { // the leader sets the rate once
+		t.Fatal(err)
+	}
+	led := l.Snapshot().EffectiveRate
+	if led == halved {
+		t.Fatalf("the leader's lease left the row's rate at %g", halved)
+	}
+	if err := l.Close(); err != nil {
+		t.Fatal(err)
+	}
+	stoppedAt := clock.Now()
+	var took time.Duration
+	for clock.Now().Sub(stoppedAt) < 2*takeoverAfter {
+		clock.Advance(100 * time.Millisecond)
+		for range 2 {
+			other.Succeeded()
+		}
+		other.mu.Lock()
+		other.local.slots = nil
+		err := other.fetch(ctx, clock.Now())
+		want := math.Max(other.floor(), math.Min(200, other.disc.rate(clock.Now())))
+		follows := other.follows
+		other.mu.Unlock()
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := other.Snapshot().EffectiveRate
+		since := clock.Now().Sub(stoppedAt)
+		switch {
+		case follows && got != led:
+			t.Fatalf("%v after the leader stopped, with another process leading, the row's rate is %g, want the leader's %g", since, got, led)
+		case !follows && took == 0:
+			took = since
+		}
+		if !follows && clock.Now().Sub(stoppedAt) > took && math.Abs(got-want) > 1e-9 {
+			t.Fatalf("%v after the leader stopped, leading since %v, the row's rate is %g, want this process's discovery's %g", since, took, got, want)
+		}
+	}
+	switch {
+	case took == 0:
+		t.Errorf("the other process never took the lead in the %v after the leader stopped, want it within a second after %v", 2*takeoverAfter, takeoverAfter)
+	case took <= takeoverAfter || took > takeoverAfter+time.Second:
+		t.Errorf("the other process took the lead %v after the leader stopped, want within a second after %v", took, takeoverAfter)
+	}
+}
+
 // TestLeaseAfterARiseFollowsTheSlotsGranted has one process lease at 50/s
 // (a slot every 20 ms for 100 ms) and another, 30 ms later, raise the rate
 // to 100/s: the second one's slots
