@@ -56,9 +56,16 @@ const (
 	// so; when a probe costs part of a pause it is firstProbe.
 	comebackProbe = time.Second
 	// heldFor is how long the provider must have accepted the configured
-	// rate at start-up for a first 429 to count as a fall from it (a
-	// provider's bucket holds about a second of its rate, so a rate held
-	// longer was its limit).
+	// rate at start-up for a first 429 to count as a fall from it: the
+	// comeback watch then looks for the rate held, and the burst learned
+	// from the start is capped (maxBurstSeconds). The calls accepted
+	// before such a 429 are a deep bucket drained, a long window filled
+	// (a sliding log of 10 s fills in 3.3 s at three times its rate) or a
+	// limit that fell, and the start cannot tell which. 2 s is a
+	// judgement, not derived: a bucket of a second of the rate, drained
+	// by a fleet told 1.5 times the rate or more, is not read as a fall.
+	// Without the rule, or without the cap, the matrix loses cells
+	// (docs/performance.md, "A first 429 after the limit set held").
 	heldFor = 2 * time.Second
 	// maxSamples bounds the samples of the accepted count kept between two
 	// throttles.
@@ -1193,8 +1200,11 @@ func (d *discovery) floor() float64 {
 	return minRate
 }
 
-// maxBurstSeconds caps the burst learned at start-up when the limit fell
-// after the configured rate held, in seconds of the estimated rate.
+// maxBurstSeconds caps the burst learned at start-up when the configured
+// rate held for heldFor before the first 429, in seconds of the estimated
+// rate: a bucket taken too shallow is deepened by the 429s that follow
+// (see deeper), one taken too deep would be released after every pause.
+// 1.5 s is a judgement: buckets of a second or less are learned whole.
 const maxBurstSeconds = 1.5
 
 // learnBurst derives the provider's burst from the calls accepted before the
@@ -1205,10 +1215,9 @@ func (d *discovery) learnBurst(at time.Time) {
 		span := d.coldTo.at.Sub(d.coldFrom.at).Seconds()
 		b := float64(d.coldTo.accepted-d.coldFrom.accepted) - d.estimate*span
 		if d.coldHeld {
-			// A first 429 long after the start says the limit was
-			// higher then (it fell), not that the bucket is that
-			// deep: a provider's bucket holds about a second of its
-			// rate.
+			// A first 429 long after the start: the calls before
+			// it may be a limit that fell or a long window filled
+			// as much as a deep bucket (see heldFor).
 			b = math.Min(b, math.Max(d.estimate*maxBurstSeconds, 1))
 		}
 		d.burst = math.Max(b, 1)
