@@ -75,8 +75,9 @@ type Shared struct {
 	disc     *discovery    // nil when Recovery is negative
 	seenAt   time.Time     // throttled_at of the row last applied
 	// follows: another process counted the row's latest throttle, and
-	// leads the discovery until the next one: this process leaves the
-	// row's rate and estimate to it (see steer).
+	// leads the discovery until the next one, or until it stops setting
+	// the rate (see takeoverAfter): this process leaves the row's rate
+	// and estimate to it (see steer).
 	follows bool
 	// counting is how many of this process's penalties that may count a
 	// throttle are on their way (see apply).
@@ -180,7 +181,7 @@ type rowState struct {
 	Estimate, EstimateBurst *float64
 	// SteeredAt is when a lease last set the rate (increased_at: the
 	// leading process's discovery, or the additive increase without
-	// one); nil never.
+	// one); nil when no lease has.
 	SteeredAt *time.Time
 	// Now is the statement's time: the database's clock, or the @now a
 	// test passed. The row's times (PenaltyUntil, ThrottledAt) are on the
