@@ -63,7 +63,7 @@ const (
 	// (a sliding log of 10 s fills in 3.3 s at three times its rate) or a
 	// limit that fell, and the start cannot tell which. 2 s is a
 	// judgement, not derived: a bucket of a second of the rate, drained
-	// by a fleet told 1.5 times the rate or more, is not read as a fall.
+	// by a fleet told more than 1.5 times the rate, is not read as a fall.
 	// Without the rule, or without the cap, the matrix loses cells
 	// (docs/performance.md, "A first 429 after the limit set held").
 	heldFor = 2 * time.Second

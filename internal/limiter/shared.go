@@ -271,7 +271,7 @@ func (l *Shared) apply(r rowState, now time.Time) {
 			l.disc.throttled(*r.ThrottledAt, r.ThrottledAccepted, l.local.reported, r.resume(), r.Refusals, !l.follows)
 			l.seenAt = *r.ThrottledAt
 		}
-		if l.follows && r.ThrottledAt != nil && r.ThrottledAt.Equal(l.seenAt) && leaderGone(r) {
+		if l.follows && r.ThrottledAt != nil && r.ThrottledAt.Equal(l.seenAt) && leaderSilence(r) > takeoverAfter {
 			l.follows = false
 			l.cfg.Logger.Info("limiter lead taken over: no process has set the rate since the last throttle's pause",
 				"limiter", l.cfg.Name, "throttled_at", *r.ThrottledAt, "silent_for", leaderSilence(r))
@@ -305,19 +305,14 @@ func (l *Shared) apply(r rowState, now time.Time) {
 const takeoverAfter = firstProbe
 
 // leaderSilence is how long the row r has gone without a rate set since
-// the later of the last one and its last throttle's pause.
+// the later of the last one and its last throttle's pause (ThrottledAt
+// must be set).
 func leaderSilence(r rowState) time.Duration {
 	since := r.resume()
 	if r.SteeredAt != nil {
 		since = maxTime(since, *r.SteeredAt)
 	}
 	return r.Now.Sub(since)
-}
-
-// leaderGone reports whether the row r has gone takeoverAfter without a
-// rate set since its last throttle's pause (ThrottledAt must be set).
-func leaderGone(r rowState) bool {
-	return leaderSilence(r) > takeoverAfter
 }
 
 // startDiscovery starts the discovery afresh at the first row read and

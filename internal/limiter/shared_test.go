@@ -471,6 +471,28 @@ func TestHistory(t *testing.T) {
 	}
 }
 
+// refusedOnce has the limit set refused once by l's 429, then 60 calls
+// accepted over 1.5 s: l's next 429, the second refusal, measures the
+// provider (20/s) and halves the row's rate.
+func refusedOnce(t *testing.T, l *Shared, clock *fakeClock) {
+	t.Helper()
+	if err := l.Throttled(context.Background(), 0, RateLimited); err != nil {
+		t.Fatal(err)
+	}
+	clock.Advance(1500 * time.Millisecond)
+	for range 60 {
+		l.Succeeded()
+	}
+}
+
+// discoveredRate is the rate l's discovery sets in the row at now, within
+// the row's floor and rate.
+func discoveredRate(l *Shared, now time.Time) float64 {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return math.Max(l.floor(), math.Min(l.snap.Rate, l.disc.rate(now)))
+}
+
 // TestOneProcessSetsTheDiscoveredRate: the process whose 429 the row
 // counted sets the row's rate with its leases; another process's lease
 // leaves it as it is, so the row does not take each process's measurement
@@ -481,13 +503,7 @@ func TestOneProcessSetsTheDiscoveredRate(t *testing.T) {
 	l, other, clock := twoProcessesOnAClock(t, Settings{Rate: 200, Burst: 200})
 	// Two refusals of the limit set, both counted: the second measures
 	// the provider and halves the row's rate.
-	if err := l.Throttled(ctx, 0, RateLimited); err != nil {
-		t.Fatal(err)
-	}
-	clock.Advance(1500 * time.Millisecond)
-	for range 60 {
-		l.Succeeded()
-	}
+	refusedOnce(t, l, clock)
 	if err := l.Throttled(ctx, 0, RateLimited); err != nil {
 		t.Fatal(err)
 	}
@@ -499,9 +515,7 @@ func TestOneProcessSetsTheDiscoveredRate(t *testing.T) {
 	if got := other.Snapshot().EffectiveRate; got != halved {
 		t.Errorf("after the other process's lease the row's rate is %g, want %g: it follows the process that counted the 429", got, halved)
 	}
-	l.mu.Lock()
-	want := math.Max(l.floor(), math.Min(200, l.disc.rate(t0.Add(1600*time.Millisecond))))
-	l.mu.Unlock()
+	want := discoveredRate(l, t0.Add(1600*time.Millisecond))
 	if err := l.Wait(ctx); err != nil {
 		t.Fatal(err)
 	}
@@ -527,13 +541,7 @@ func TestOwnThrottleLeadsWhicheverAnswerComesFirst(t *testing.T) {
 		t.Run("first "+first, func(t *testing.T) {
 			t.Parallel()
 			l, _, clock := twoProcessesOnAClock(t, Settings{Rate: 200, Burst: 200})
-			if err := l.Throttled(ctx, 0, RateLimited); err != nil {
-				t.Fatal(err)
-			}
-			clock.Advance(1500 * time.Millisecond)
-			for range 60 {
-				l.Succeeded()
-			}
+			refusedOnce(t, l, clock)
 			lease := func() leaseResult {
 				t.Helper()
 				res, err := l.lease(ctx, clock.Now(), 1, report{}, 0, DefaultFloor(200), stored{})
@@ -575,9 +583,7 @@ func TestOwnThrottleLeadsWhicheverAnswerComesFirst(t *testing.T) {
 			}
 			halved := counted.row.EffectiveRate
 			clock.Advance(100 * time.Millisecond)
-			l.mu.Lock()
-			want := math.Max(l.floor(), math.Min(200, l.disc.rate(clock.Now())))
-			l.mu.Unlock()
+			want := discoveredRate(l, clock.Now())
 			if err := l.Wait(ctx); err != nil {
 				t.Fatal(err)
 			}
@@ -598,13 +604,7 @@ func TestFleetTakesTheLeadWhenTheLeaderIsGone(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	l, other, clock := twoProcessesOnAClock(t, Settings{Rate: 200, Burst: 200})
-	if err := l.Throttled(ctx, 0, RateLimited); err != nil {
-		t.Fatal(err)
-	}
-	clock.Advance(1500 * time.Millisecond)
-	for range 60 {
-		l.Succeeded()
-	}
+	refusedOnce(t, l, clock)
 	if err := l.Throttled(ctx, 0, RateLimited); err != nil {
 		t.Fatal(err)
 	}
@@ -627,15 +627,11 @@ func TestFleetTakesTheLeadWhenTheLeaderIsGone(t *testing.T) {
 		for range 2 {
 			other.Succeeded()
 		}
+		nightDriver{t: t, l: other, clock: clock}.lease()
+		want := discoveredRate(other, clock.Now())
 		other.mu.Lock()
-		other.local.slots = nil
-		err := other.fetch(ctx, clock.Now())
-		want := math.Max(other.floor(), math.Min(200, other.disc.rate(clock.Now())))
 		follows := other.follows
 		other.mu.Unlock()
-		if err != nil {
-			t.Fatal(err)
-		}
 		got := other.Snapshot().EffectiveRate
 		since := clock.Now().Sub(stoppedAt)
 		switch {
